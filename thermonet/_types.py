@@ -1,0 +1,13 @@
+"""Type aliases shared across the package."""
+
+from __future__ import annotations
+
+from typing import Union
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+Float32Array = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+Seed = Union[int, np.random.SeedSequence, None]
