@@ -1,0 +1,47 @@
+"""Shared fixtures.
+
+MNIST is located only through thermonet's own mechanism, the ``THERMONET_MNIST_DIR``
+environment variable (CI sets it to ../shared/data/mnist). Tests that need the full MNIST files
+are skipped without it, except under CI (``CI`` set), where a missing MNIST is a failure so that
+nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20190410)
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    value = os.environ.get("THERMONET_MNIST_DIR")
+    if value and Path(value).is_dir():
+        return Path(value)
+    msg = ("full MNIST not available: set THERMONET_MNIST_DIR to the directory holding the four "
+           "IDX files")
+    if os.environ.get("CI"):
+        pytest.fail(msg + " (CI must run every test)")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def d50():
+    """The paper's D50 training set (available offline from the embedded data)."""
+    from thermonet.data import load_dataset
+
+    return load_dataset("D50")
+
+
+@pytest.fixture(scope="session")
+def d500():
+    from thermonet.data import load_dataset
+
+    return load_dataset("D500")

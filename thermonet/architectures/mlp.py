@@ -1,0 +1,276 @@
+"""The built-in fully connected networks: M(1), M(3), M(3*) of Baldock & Marzari (2019) and
+a generic MLP with configurable widths, depth, input size and output activation.
+
+References
+----------
+R. J. N. Baldock and N. Marzari, "Bayesian neural networks at finite temperature",
+arXiv:1904.04154 (2019), Secs. 3.1 and 4.1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from thermonet._types import FloatArray, IntArray
+from thermonet.api import Architecture, Potential, as_theta
+from thermonet.errors import ConfigError, DataError
+from thermonet.kernels import mlp as k
+
+OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
+
+#: rows per block of the energy/gradient kernels (part of the numerical recipe: results do not
+#: depend on the number of threads, but they do on the block size)
+DEFAULT_BLOCK = 256
+
+
+class MLPPotential(Potential):
+    """Summed cross-entropy ``E(D|w)`` of an MLP on a fixed data set, and its gradient.
+
+    Parameters
+    ----------
+    arch : MLP
+    x : ndarray, shape (n_data, n_inputs)
+    y : ndarray of int, shape (n_data,), labels in ``[0, n_outputs)``
+    dtype : numpy dtype, float64 (default) or float32
+        Precision of the forward and backward passes. Energies are always accumulated in
+        float64; a float32 potential is meant for leapfrog gradients only (see
+        docs/performance.md for its measured errors), never for accept/reject decisions.
+    threads : int
+        1 (default): one thread. >1: the data blocks are spread over Numba's threads. The
+        result is bitwise identical either way.
+    block : int
+        Rows per block.
+    """
+
+    def __init__(self, arch: MLP, x: Any, y: Any, *, dtype: Any = np.float64,
+                 threads: int = 1, block: int = DEFAULT_BLOCK) -> None:
+        self.arch = arch
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
+            raise ConfigError(f"dtype {self.dtype} is not supported; expected float64 or float32")
+        x = np.asarray(x)
+        y = np.asarray(y)
+        if x.ndim != 2 or x.shape[1] != arch.widths[0]:
+            raise DataError(f"inputs have shape {x.shape}; expected (n_data, {arch.widths[0]}) "
+                            f"for {arch.name}")
+        if y.shape != (x.shape[0],):
+            raise DataError(f"labels have shape {y.shape}; expected ({x.shape[0]},)")
+        n_out = int(arch.widths[-1])
+        if y.size and (y.min() < 0 or y.max() >= n_out or not np.issubdtype(y.dtype, np.integer)):
+            raise DataError(f"labels must be integers in [0, {n_out}); got range "
+                            f"[{y.min()}, {y.max()}] of dtype {y.dtype}")
+        if int(block) < 1:
+            raise ConfigError(f"block = {block}; expected a positive number of rows")
+        if int(threads) < 1:
+            raise ConfigError(f"threads = {threads}; expected at least 1")
+        self.x = np.ascontiguousarray(x, dtype=self.dtype)
+        self.y = np.ascontiguousarray(y, dtype=np.int64)
+        self.block = int(block)
+        self.threads = int(threads)
+        self.n_params = arch.n_params
+        self.n_data = self.x.shape[0]
+        self._widths = arch.widths
+        self._out = arch.out_act
+        self._nb = int(k.n_blocks(self.n_data, self.block))
+        ws = int(k.work_size(self._widths, self.block))
+        self._work = np.empty(ws, dtype=self.dtype)
+        self._partial = np.empty(self.n_params, dtype=self.dtype)
+        if self.threads > 1 and self._nb > 1:
+            self._work_b = np.empty((self._nb, ws), dtype=self.dtype)
+            self._partial_b = np.empty((self._nb, self.n_params), dtype=self.dtype)
+
+    def copy(self) -> MLPPotential:
+        """A potential on the same data with its own scratch arrays (one per thread)."""
+        return MLPPotential(self.arch, self.x, self.y, dtype=self.dtype, threads=self.threads,
+                            block=self.block)
+
+    def _theta(self, theta: Any) -> np.ndarray:
+        if (isinstance(theta, np.ndarray) and theta.dtype == self.dtype and theta.ndim == 1
+                and theta.flags.c_contiguous and theta.shape[0] == self.n_params):
+            return theta
+        return as_theta(theta, self.n_params, dtype=self.dtype, finite=False)
+
+    def energy(self, theta: FloatArray) -> float:
+        """``E(D|w)`` in nats (float64). NaN or inf if the forward pass overflowed."""
+        return float(k.loss(self._theta(theta), self._widths, self._out, self.x, self.y,
+                            self.block, self._work))
+
+    def energy_and_grad(self, theta: FloatArray,
+                        grad_out: FloatArray | None = None) -> tuple[float, FloatArray]:
+        """``(E(D|w), dE/dw)``; the gradient has this potential's dtype."""
+        th = self._theta(theta)
+        if grad_out is None:
+            grad_out = np.empty(self.n_params, dtype=self.dtype)
+        if self.threads > 1 and self._nb > 1:
+            from thermonet.kernels import threads as kt
+
+            with kt.limit(self.threads):
+                e = k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
+                                             self.block, self._work_b, self._partial_b, grad_out)
+        else:
+            e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,
+                                self._work, self._partial, grad_out)
+        return float(e), grad_out
+
+    def energy_batch(self, theta_kp: FloatArray) -> FloatArray:
+        """Energies of the rows of ``theta_kp``, shape ``(K,)``."""
+        th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
+        e_k = np.empty(th.shape[0])
+        k.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work, e_k)
+        return e_k
+
+    def energy_and_grad_batch(self, theta_kp: FloatArray, grad_kp: FloatArray | None = None
+                              ) -> tuple[FloatArray, FloatArray]:
+        """Energies ``(K,)`` and gradients ``(K, n_params)``; with ``threads > 1`` the replicas
+        are spread over threads (bitwise the same result)."""
+        th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
+        n_k = th.shape[0]
+        if grad_kp is None:
+            grad_kp = np.empty((n_k, self.n_params), dtype=self.dtype)
+        e_k = np.empty(n_k)
+        if self.threads > 1 and n_k > 1:
+            from thermonet.kernels import threads as kt
+
+            work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
+            partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
+            with kt.limit(self.threads):
+                k.loss_and_grad_batch_parallel(th, self._widths, self._out, self.x, self.y,
+                                               self.block, work_k, partial_k, grad_kp, e_k)
+        else:
+            k.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
+                                  self._work, self._partial, grad_kp, e_k)
+        return e_k, grad_kp
+
+    def logits(self, theta: FloatArray, x: Any = None) -> FloatArray:
+        """Values entering the softmax, shape ``(n_data, n_outputs)`` (float64)."""
+        xx = self.x if x is None else np.ascontiguousarray(x, dtype=self.dtype)
+        out = np.empty((xx.shape[0], int(self._widths[-1])), dtype=self.dtype)
+        k.predict_logits(self._theta(theta), self._widths, self._out, xx, self.block,
+                         self._work, out)
+        return out.astype(np.float64)
+
+
+class MLP(Architecture):
+    """Fully connected network: logistic hidden units, linear or logistic outputs, softmax.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input size (256 for the paper's 16x16 MNIST).
+    hidden : sequence of int
+        Widths of the hidden layers (empty for a softmax regression).
+    n_outputs : int
+        Number of classes.
+    output_activation : {"linear", "logistic"}
+        "logistic" gives the paper's capacity-limited M(3*).
+    prior_scale : float, optional
+        ``c`` of the box prior ``sigma_i = c/sqrt(k_i)``; defaults to 100 for a linear output
+        and 2000 for a logistic one (the paper's choices).
+    """
+
+    name: ClassVar[str] = "mlp"
+
+    def __init__(self, n_inputs: int = 256, hidden: Sequence[int] = (40, 40, 40),
+                 n_outputs: int = 10, output_activation: str = "linear",
+                 prior_scale: float | None = None) -> None:
+        hidden = [hidden] if isinstance(hidden, int) else list(hidden)
+        widths = [n_inputs, *hidden, n_outputs]
+        if any((not isinstance(w, (int, np.integer))) or w < 1 for w in widths):
+            raise ConfigError(f"layer widths {widths} must be positive integers")
+        if n_outputs < 2:
+            raise ConfigError(f"n_outputs = {n_outputs}; a classifier needs at least 2 classes")
+        if output_activation not in OUTPUT_ACTIVATIONS:
+            raise ConfigError(f"output_activation = {output_activation!r}; expected one of "
+                              f"{sorted(set(OUTPUT_ACTIVATIONS) - {'sigmoid'})}")
+        self.widths: IntArray = np.array(widths, dtype=np.int64)
+        self.output_activation = "logistic" if output_activation == "sigmoid" else \
+            output_activation
+        self.out_act = OUTPUT_ACTIVATIONS[output_activation]
+        if prior_scale is None:
+            prior_scale = 2000.0 if self.out_act == k.LOGISTIC else 100.0
+        if not prior_scale > 0:
+            raise ConfigError(f"prior_scale = {prior_scale}; expected a positive number")
+        self.prior_scale = float(prior_scale)
+        self._n_params = int(k.n_params(self.widths))
+
+    @property
+    def default_prior_scale(self) -> float:  # type: ignore[override]
+        return self.prior_scale
+
+    @property
+    def n_params(self) -> int:
+        return self._n_params
+
+    def fan_in(self) -> IntArray:
+        out = np.empty(self._n_params, dtype=np.int64)
+        k.fan_in(self.widths, out)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "n_params": self.n_params,
+                "widths": [int(w) for w in self.widths],
+                "output_activation": self.output_activation, "prior_scale": self.prior_scale}
+
+    def param_groups(self) -> dict[str, slice]:
+        """``layer{l}.weight`` and ``layer{l}.bias`` for l = 1..n_layers (1 = first hidden)."""
+        groups: dict[str, slice] = {}
+        pos = 0
+        for layer in range(len(self.widths) - 1):
+            n_in, n_out = int(self.widths[layer]), int(self.widths[layer + 1])
+            groups[f"layer{layer + 1}.weight"] = slice(pos, pos + n_in * n_out)
+            pos += n_in * n_out
+            groups[f"layer{layer + 1}.bias"] = slice(pos, pos + n_out)
+            pos += n_out
+        return groups
+
+    def potential(self, data: Any = None, **options: Any) -> MLPPotential:
+        """Bind to a data set with ``.x`` and ``.y`` (or pass ``x=``, ``y=``)."""
+        if data is not None:
+            x, y = data.x, data.y
+        else:
+            try:
+                x, y = options.pop("x"), options.pop("y")
+            except KeyError:
+                raise DataError(f"{self.name} needs a data set: potential(dataset) or "
+                                "potential(x=..., y=...)") from None
+        return MLPPotential(self, x, y, **options)
+
+    def predict_proba(self, theta: FloatArray, x: FloatArray) -> FloatArray:
+        z = self.potential(x=x, y=np.zeros(len(x), dtype=np.int64)).logits(theta)
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        return p
+
+
+class M1(MLP):
+    """M(1): 256-40-10, linear output, 10,690 parameters (paper Sec. 4.1)."""
+
+    name: ClassVar[str] = "M1"
+
+    def __init__(self, prior_scale: float | None = None) -> None:
+        super().__init__(256, (40,), 10, "linear", prior_scale)
+
+
+class M3(MLP):
+    """M(3): 256-40-40-40-10, linear output, 13,970 parameters (paper Sec. 3.1)."""
+
+    name: ClassVar[str] = "M3"
+
+    def __init__(self, prior_scale: float | None = None) -> None:
+        super().__init__(256, (40, 40, 40), 10, "linear", prior_scale)
+
+
+class M3Star(MLP):
+    """M(3*): M(3) with a logistic output layer (capacity-limited; paper Sec. 3.1).
+
+    Its smallest mean training energy is ``-log(e/(e+9)) ~ 1.4612`` per data point.
+    """
+
+    name: ClassVar[str] = "M3*"
+
+    def __init__(self, prior_scale: float | None = None) -> None:
+        super().__init__(256, (40, 40, 40), 10, "logistic", prior_scale)

@@ -1,0 +1,79 @@
+"""The ``thermonet`` command line (Click).
+
+Subcommands live in one module each and are imported only when used. Library errors
+(:class:`~thermonet.errors.ThermonetError`) become a one-line message and exit code 1;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import click
+
+from thermonet import __version__
+from thermonet.errors import ThermonetError
+
+#: subcommand name -> "module:attr"
+COMMANDS: dict[str, str] = {
+    "evaluate": "thermonet.cli.evaluate:evaluate",
+    "data": "thermonet.cli.data:data",
+    "plugins": "thermonet.cli.plugins:plugins",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module, _, attr = COMMANDS[cmd_name].partition(":")
+            try:
+                return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+            except (ImportError, AttributeError) as err:
+                return _broken_command(cmd_name, err)
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ThermonetError as err:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise click.ClickException(str(err)) from None
+
+
+def _broken_command(name: str, err: Exception) -> click.Command:
+    """A stand-in for a subcommand whose module failed to import (shown, not fatal)."""
+    reason = f"{type(err).__name__}: {err}"
+
+    @click.command(name=name, short_help=f"(unavailable: {reason})",
+                   context_settings={"ignore_unknown_options": True,
+                                     "allow_extra_args": True})
+    def broken() -> None:
+        raise click.ClickException(f"command {name!r} is unavailable: {reason}")
+
+    return broken
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="thermonet")
+@click.option("-v", "--verbose", count=True, help="More log output (repeatable).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
+    """thermonet: Bayesian neural networks at finite temperature.
+
+    Sample prob(w|T,D) ∝ exp(-E(D|w)/T) prior(w) with replica-exchange HMC, compute evidences,
+    and reproduce Baldock & Marzari (2019).
+    """
+    level = logging.ERROR if quiet else max(logging.DEBUG, logging.WARNING - 10 * verbose)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    ctx.ensure_object(dict)
+    ctx.obj.update(debug=debug, quiet=quiet, verbose=verbose)

@@ -1,0 +1,129 @@
+"""Reading parameter vectors from files.
+
+Accepted formats (chosen by extension, then by content):
+
+* ``.npy``: a 1-D array, or 2-D with ``index`` choosing the row.
+* ``.json`` / ``.txt``: a JSON object with key ``"x"`` holding the flat vector, as the paper's
+  code saved its walkers and ``localmin_*.txt`` files (original-code-spec.md §9). A walker line
+  with a leading label (``config {...}``) is accepted too; the first line is used.
+* ``.h5`` / ``.hdf5``: a thermonet HDF5 file. The vector is read from the first dataset found
+  among ``state/theta``, ``theta``, ``x``; a 2-D dataset (replicas x parameters) needs
+  ``index``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from thermonet._types import FloatArray
+from thermonet.api import as_theta
+from thermonet.errors import ParameterFileError
+
+HDF5_KEYS = ("state/theta", "theta", "x")
+
+
+def _pick_row(arr: np.ndarray, index: int | None, path: Path, n_params: int) -> np.ndarray:
+    if arr.ndim == 2:
+        if index is None:
+            raise ParameterFileError(
+                f"{path} holds {arr.shape[0]} parameter vectors (shape {arr.shape}); choose one "
+                f"with --index 0..{arr.shape[0] - 1}")
+        if not -arr.shape[0] <= index < arr.shape[0]:
+            raise ParameterFileError(f"--index {index} is out of range for {path}, which holds "
+                                     f"{arr.shape[0]} vectors")
+        return arr[index]
+    if index not in (None, 0):
+        raise ParameterFileError(f"{path} holds a single vector; --index {index} is not valid")
+    return arr
+
+
+def load_params(path: str | Path, n_params: int, *, index: int | None = None) -> FloatArray:
+    """Read a flat float64 parameter vector of length ``n_params`` from ``path``.
+
+    Raises
+    ------
+    ParameterFileError
+        One line naming the file, what was found and what was expected.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterFileError(f"parameter file {path} does not exist")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+        elif suffix in (".h5", ".hdf5"):
+            arr = _read_hdf5(path)
+        else:
+            arr = _read_json(path)
+    except ParameterFileError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any parse failure becomes one clear line
+        raise ParameterFileError(
+            f"cannot read {path} ({type(err).__name__}: {err}); expected a .npy array, a JSON "
+            "object with key \"x\", or a thermonet HDF5 file") from None
+    arr = np.asarray(arr)
+    if arr.ndim not in (1, 2):
+        raise ParameterFileError(f"{path} holds an array of shape {arr.shape}; expected a flat "
+                                 f"vector of {n_params} values")
+    arr = _pick_row(arr, index, path, n_params)
+    if arr.shape[0] != n_params:
+        raise ParameterFileError(f"{path} holds {arr.shape[0]} parameters; expected {n_params} "
+                                 "for this architecture (check --arch)")
+    return as_theta(arr, n_params, what=str(path))
+
+
+def _read_json(path: Path) -> Any:
+    with path.open("r", encoding="utf-8") as fh:
+        line = fh.readline().strip()
+    if not line:
+        raise ParameterFileError(f"{path} is empty; expected a JSON object with key \"x\"")
+    if not line.startswith("{"):
+        # a walker line "<label> {json}" as written by the paper's code
+        _, _, line = line.partition(" ")
+        line = line.strip()
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ParameterFileError(f"{path} is not valid JSON ({err.msg} at column {err.colno}); "
+                                 "expected an object with key \"x\"") from None
+    if isinstance(obj, list):
+        return np.asarray(obj, dtype=np.float64)
+    if not isinstance(obj, dict) or "x" not in obj:
+        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+        raise ParameterFileError(f"{path} has no key \"x\" (found {keys}); expected the flat "
+                                 "parameter vector under \"x\"")
+    try:
+        return np.asarray(obj["x"], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ParameterFileError(f"{path}: \"x\" is not a list of numbers") from None
+
+
+def _read_hdf5(path: Path) -> Any:
+    import h5py
+
+    try:
+        fh = h5py.File(path, "r")
+    except OSError as err:
+        raise ParameterFileError(f"{path} is not a readable HDF5 file ({err})") from None
+    with fh:
+        for key in HDF5_KEYS:
+            if key in fh and isinstance(fh[key], h5py.Dataset):
+                return fh[key][()]
+    raise ParameterFileError(f"{path} has none of the datasets {', '.join(HDF5_KEYS)}; expected "
+                             "a thermonet HDF5 file holding a parameter vector")
+
+
+def save_params(path: str | Path, theta: FloatArray) -> Path:
+    """Write ``theta`` as ``.npy``, or JSON ``{"x": [...]}`` for a ``.json`` path."""
+    path = Path(path)
+    theta = np.asarray(theta, dtype=np.float64)
+    if path.suffix.lower() == ".json":
+        path.write_text(json.dumps({"x": theta.tolist()}) + "\n", encoding="utf-8")
+    else:
+        np.save(path, theta)
+    return path
