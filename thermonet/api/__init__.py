@@ -8,5 +8,8 @@ sufficient.
 from __future__ import annotations
 
 from thermonet.api.architecture import Architecture, Potential, as_theta
+from thermonet.api.minimiser import Minimiser, MinimiseResult, build_config
+from thermonet.api.sampler import Sampler
 
-__all__ = ["Architecture", "Potential", "as_theta"]
+__all__ = ["Architecture", "Minimiser", "MinimiseResult", "Potential", "Sampler",
+           "as_theta", "build_config"]

@@ -88,6 +88,37 @@ class Potential(abc.ABC):
         """A potential sharing the data but owning its scratch space (one per thread)."""
         return self
 
+    def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                   inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                   half_width: FloatArray, runaway: float,
+                   precision: str = "float64") -> tuple[float, int, int, int]:
+        """Run ``n_steps`` velocity-Verlet steps in place; see
+        :func:`thermonet.kernels.leapfrog.mlp_trajectory` for the arguments and the returned
+        ``(energy, n_done, status, n_reflections)``.
+
+        This default drives :meth:`energy_and_grad` from Python, one call per step. Potentials
+        with a compiled gradient (the built-in MLP) override it with a kernel that runs the
+        whole trajectory without returning to Python. ``precision`` is a hint: potentials
+        without a float32 path ignore it.
+        """
+        from thermonet.kernels import leapfrog as lf
+
+        e = float("nan")
+        n_ref = 0
+        for s in range(n_steps):
+            lf.kick(p, grad, 0.5 * step)
+            if wall == lf.WALL_REFLECT:
+                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+            else:
+                lf.drift(theta, p, inv_mass, step)
+                if lf.beyond(theta, half_width, runaway):
+                    return e, s + 1, lf.RUNAWAY, n_ref
+            e, _ = self.energy_and_grad(theta, grad)
+            if not np.isfinite(e):
+                return e, s + 1, lf.NON_FINITE, n_ref
+            lf.kick(p, grad, 0.5 * step)
+        return e, n_steps, lf.OK, n_ref
+
 
 class Architecture(abc.ABC):
     """Base class of architecture plugins (entry-point group ``thermonet.architectures``).

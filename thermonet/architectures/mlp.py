@@ -144,6 +144,40 @@ class MLPPotential(Potential):
                                   self._work, self._partial, grad_kp, e_k)
         return e_k, grad_kp
 
+    def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                   inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                   half_width: FloatArray, runaway: float,
+                   precision: str = "float64") -> tuple[float, int, int, int]:
+        """The whole trajectory in one compiled call (see the base class).
+
+        ``precision="float32"`` evaluates the gradients that drive the dynamics in float32
+        (mixed precision); the returned energy is then the float32 one, and the caller must
+        recompute the end-point energy in float64 before an accept/reject decision.
+        """
+        from thermonet.kernels import leapfrog as lf
+
+        if precision == "float32" and self.dtype == np.float64:
+            twin = self._float32_twin()
+            e, n, status, n_ref = lf.mlp_trajectory(
+                theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+                self._widths, self._out, twin.x, self.y, self.block, twin._work, twin._partial,
+                twin._theta_buf, twin._grad_buf, True)
+        else:
+            e, n, status, n_ref = lf.mlp_trajectory(
+                theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+                self._widths, self._out, self.x, self.y, self.block, self._work, self._partial,
+                theta, grad, False)
+        return float(e), int(n), int(status), int(n_ref)
+
+    def _float32_twin(self) -> MLPPotential:
+        twin = getattr(self, "_twin", None)
+        if twin is None:
+            twin = MLPPotential(self.arch, self.x, self.y, dtype=np.float32, block=self.block)
+            twin._theta_buf = np.empty(self.n_params, dtype=np.float32)
+            twin._grad_buf = np.empty(self.n_params, dtype=np.float32)
+            self._twin = twin
+        return twin
+
     def logits(self, theta: FloatArray, x: Any = None) -> FloatArray:
         """Values entering the softmax, shape ``(n_data, n_outputs)`` (float64)."""
         xx = self.x if x is None else np.ascontiguousarray(x, dtype=self.dtype)

@@ -1,0 +1,97 @@
+"""The contract of the ``thermonet.samplers`` group.
+
+A sampler is a Markov kernel on parameter vectors at a temperature T, for the target
+``prob(w|T) ∝ exp(-E(w)/T) prior(w)``. It follows the ``init``/``step`` pattern:
+
+* ``state = sampler.init(theta0)``: a NamedTuple holding exactly what the next step needs
+  (position, cached energy and gradient, adapted step size). Checkpoints store it.
+* ``state, info = sampler.step(state, rng)``: one transition. ``info`` is a NamedTuple of
+  diagnostics (accepted, ΔH, divergence, ...) that is recorded, never fed back.
+* ``state = sampler.adapt(state, rng)``: tune the step size by extra trajectories that are not
+  part of the chain. The runner calls it only at configured times, so the chain between
+  adaptations is an exact Markov chain.
+
+Randomness comes only from the ``rng`` argument (a ``numpy.random.Generator``), so a step is
+deterministic given the state and the generator's state.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from thermonet._types import FloatArray
+from thermonet.api.minimiser import build_config
+from thermonet.errors import ConfigError
+
+
+class Sampler(abc.ABC):
+    """Base class of sampler plugins (entry-point group ``thermonet.samplers``).
+
+    Parameters
+    ----------
+    potential : thermonet.api.Potential
+        The energy ``E(w)`` (untempered, summed over the data).
+    prior : BoxPrior, optional
+        The box ``|w_i| < sigma_i/2`` (None: unbounded).
+    temperature : float
+        T > 0.
+    masses : ndarray of float64, shape (n_params,), optional
+        Per-parameter masses (default 1).
+    config : the sampler's ``Config`` dataclass, or settings as keyword arguments.
+    """
+
+    name: ClassVar[str] = ""
+    api_version: ClassVar[int] = 1
+    Config: ClassVar[type]
+    State: ClassVar[type]
+    Info: ClassVar[type]
+
+    def __init__(self, potential: Any, *, prior: Any = None, temperature: float = 1.0,
+                 masses: Any = None, config: Any = None, **settings: Any) -> None:
+        if config is None:
+            config = build_config(self.Config, settings, f"sampler {self.name!r}")
+        elif settings:
+            config = dataclasses.replace(config, **settings)
+        self.config = config
+        if not (np.isfinite(temperature) and temperature > 0):
+            raise ConfigError(f"temperature T = {temperature}; expected a positive finite "
+                              "number")
+        self.potential = potential
+        self.prior = prior
+        self.temperature = float(temperature)
+        n = potential.n_params
+        if masses is None:
+            masses = np.ones(n)
+        masses = np.ascontiguousarray(np.broadcast_to(masses, (n,)), dtype=np.float64)
+        if not np.all(np.isfinite(masses)) or np.any(masses <= 0):
+            raise ConfigError("masses must be positive finite numbers")
+        self.masses = masses
+        self.inv_mass = 1.0 / masses
+        if prior is None:
+            self.half_width = np.full(n, np.inf)
+        else:
+            if prior.n_params != n:
+                raise ConfigError(f"prior has {prior.n_params} parameters; the potential has "
+                                  f"{n}")
+            self.half_width = np.ascontiguousarray(prior.half_width)
+
+    @abc.abstractmethod
+    def init(self, theta0: FloatArray) -> NamedTuple:
+        """The initial state at ``theta0``."""
+
+    @abc.abstractmethod
+    def step(self, state: Any, rng: np.random.Generator) -> tuple[Any, Any]:
+        """One transition: ``(new_state, info)``."""
+
+    def adapt(self, state: Any, rng: np.random.Generator, **options: Any) -> Any:
+        """Tune the step size by extra trajectories; default: no adaptation."""
+        return state
+
+    def with_temperature(self, temperature: float) -> Sampler:
+        """The same sampler (same potential object, settings and masses) at another T."""
+        return type(self)(self.potential, prior=self.prior, temperature=temperature,
+                          masses=self.masses, config=self.config)

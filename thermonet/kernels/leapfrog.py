@@ -1,0 +1,161 @@
+"""Velocity-Verlet (leapfrog) pieces and complete HMC trajectories in compiled code.
+
+First-order building blocks (:func:`kick`, :func:`drift`, :func:`drift_reflect`) shared by every
+trajectory kernel, and :func:`mlp_trajectory`, the whole L-step trajectory of the built-in MLP
+with one gradient evaluation per step and no Python in the loop.
+
+Box walls
+---------
+``wall`` selects what happens at the prior box ``|theta_i| < a_i``:
+
+* ``WALL_NONE`` (0): unbounded dynamics; the caller tests the end point (the paper's code). A
+  trajectory that runs beyond ``runaway * a_i`` in any coordinate stops early (its end point is
+  then outside the box and the proposal is rejected), as the original code's runaway guard.
+* ``WALL_REFLECT`` (1): a coordinate crossing a wall is mirrored back into the box and its
+  momentum negated (Neal 2011, Sec. 5.1). Reversible and volume-preserving, so the proposal
+  stays exact, and the trajectory never leaves the box.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from thermonet.kernels import mlp
+from thermonet.kernels._jit import kernel
+
+WALL_NONE = 0
+WALL_REFLECT = 1
+
+#: trajectory status codes
+OK = 0
+RUNAWAY = 1       # left runaway * box: stopped early, end point outside the box
+NON_FINITE = 2    # energy or gradient became NaN/inf: stopped early, divergent
+
+
+@kernel
+def kick(p, grad, half_step):
+    """``p <- p - half_step * grad``, in place."""
+    for i in range(p.shape[0]):
+        p[i] -= half_step * grad[i]
+
+
+@kernel
+def drift(theta, p, inv_mass, step):
+    """``theta <- theta + step * inv_mass * p``, in place."""
+    for i in range(theta.shape[0]):
+        theta[i] += step * inv_mass[i] * p[i]
+
+
+@kernel
+def drift_reflect(theta, p, inv_mass, step, half_width):
+    """Drift with reflection at the walls ``|theta_i| = half_width_i``; returns the number of
+    reflections. ``theta`` and ``p`` are overwritten."""
+    n_ref = 0
+    for i in range(theta.shape[0]):
+        t = theta[i] + step * inv_mass[i] * p[i]
+        a = half_width[i]
+        # a long step may cross both walls: fold until inside
+        while t > a or t < -a:
+            if t > a:
+                t = 2.0 * a - t
+            else:
+                t = -2.0 * a - t
+            p[i] = -p[i]
+            n_ref += 1
+            if not math.isfinite(t):
+                break
+        theta[i] = t
+    return n_ref
+
+
+@kernel
+def beyond(theta, half_width, factor):
+    """True if ``|theta_i| >= factor * half_width_i`` for some i (or theta is not finite)."""
+    for i in range(theta.shape[0]):
+        v = abs(theta[i])
+        if not (v < factor * half_width[i]):
+            return True
+    return False
+
+
+@kernel
+def kinetic(p, inv_mass):
+    """``sum p_i^2 / (2 m_i)`` in float64."""
+    k = 0.0
+    for i in range(p.shape[0]):
+        k += 0.5 * inv_mass[i] * p[i] * p[i]
+    return k
+
+
+@kernel
+def all_finite(a):
+    for i in range(a.shape[0]):
+        if not math.isfinite(a[i]):
+            return False
+    return True
+
+
+@kernel
+def _copy_cast(src, dst):
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@kernel
+def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+                   widths, out_act, x, y, block, work, partial, theta_g, grad_g, cast):
+    """One HMC trajectory of the built-in MLP: ``n_steps`` velocity-Verlet steps.
+
+    On entry ``grad`` holds dE/dtheta at ``theta``. On exit ``theta``, ``p`` and ``grad`` hold
+    the end point. One gradient evaluation per step.
+
+    Parameters
+    ----------
+    theta, p, grad : ndarray of float64, shape (n_params,)
+        Overwritten.
+    inv_mass : ndarray of float64, shape (n_params,)
+    step : float
+    n_steps : int
+    wall : int
+        WALL_NONE or WALL_REFLECT.
+    half_width : ndarray of float64, shape (n_params,)
+        Box half-widths ``a_i = sigma_i / 2``.
+    runaway : float
+        With WALL_NONE, stop when a coordinate reaches ``runaway * a_i``.
+    widths, out_act, x, y, block, work, partial
+        The MLP and its data, as in :func:`thermonet.kernels.mlp.loss_and_grad`; ``x``,
+        ``work`` and ``partial`` have the dtype of the gradient evaluation.
+    theta_g, grad_g : ndarray, shape (n_params,)
+        Buffers in the gradient dtype. With ``cast`` true (mixed precision, float32
+        gradients), theta is copied into ``theta_g`` and the gradient computed into ``grad_g``
+        then widened into ``grad``; otherwise pass ``theta`` and ``grad`` themselves.
+
+    Returns
+    -------
+    (energy, n_done, status, n_reflections)
+        ``energy`` is E at the end point from the last gradient evaluation (in the gradient's
+        precision); ``status`` is OK, RUNAWAY or NON_FINITE.
+    """
+    e = np.nan
+    n_ref = 0
+    for s in range(n_steps):
+        kick(p, grad, 0.5 * step)
+        if wall == WALL_REFLECT:
+            n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+        else:
+            drift(theta, p, inv_mass, step)
+            if beyond(theta, half_width, runaway):
+                return e, s + 1, RUNAWAY, n_ref
+        # one code path for both precisions (Numba types every branch): with ``cast`` false,
+        # theta_g and grad_g are theta and grad themselves
+        if cast:
+            _copy_cast(theta, theta_g)
+        e = mlp.loss_and_grad(theta_g, widths, out_act, x, y, block, work, partial, grad_g)
+        if cast:
+            _copy_cast(grad_g, grad)
+        if not math.isfinite(e):
+            return e, s + 1, NON_FINITE, n_ref
+        kick(p, grad, 0.5 * step)
+    return e, n_steps, OK, n_ref

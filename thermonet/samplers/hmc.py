@@ -1,0 +1,281 @@
+"""Hamiltonian Monte Carlo at temperature T: the paper's Algorithm 1.
+
+References
+----------
+Baldock & Marzari, arXiv:1904.04154, Alg. 1 and Sec. 3.3.1; R. M. Neal, "MCMC using
+Hamiltonian dynamics", Handbook of MCMC (2011), Secs. 5.1 (walls) and 4.2 (step sizes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from thermonet._types import FloatArray
+from thermonet.api import Sampler, as_theta
+from thermonet.errors import ConfigError
+from thermonet.kernels import leapfrog as lf
+
+WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT}
+PRECISIONS = ("float64", "mixed")
+ADAPT_METHODS = ("original", "dual-averaging")
+
+
+@dataclass(frozen=True)
+class HMCConfig:
+    """Settings of :class:`HMC` (defaults: the paper's and its code's).
+
+    Attributes
+    ----------
+    n_leapfrog : int
+        L, velocity-Verlet steps per trajectory (100).
+    step_size : float
+        Initial dt (0.1, the original ``dt_initial``).
+    wall : {"endpoint", "reflect"}
+        "endpoint" (the paper): unbounded dynamics, a proposal whose end point is outside the
+        box is rejected. "reflect": momenta are reflected at the walls inside the trajectory
+        (Neal 2011 Sec. 5.1), so trajectories never leave the box.
+    runaway : float
+        With "endpoint", a trajectory reaching ``runaway`` box half-widths stops early and is
+        rejected as divergent (10, the original code's guard).
+    precision : {"float64", "mixed"}
+        "mixed": float32 gradients drive the dynamics, the end-point energy that enters the
+        accept/reject decision is recomputed in float64. Only potentials with a float32 path
+        (the built-in MLP) benefit; others run in float64.
+    accept_window : tuple of float
+        Target acceptance range of the step-size adaptation ((0.6, 0.7), the paper's).
+    adapt_method : {"original", "dual-averaging"}
+        "original": the paper code's multiplicative bracket search (original-code-spec.md §4).
+        "dual-averaging": Nesterov dual averaging as in Stan/NumPyro (Hoffman & Gelman 2014).
+    adapt_trajectories : int
+        Trajectories per acceptance estimate of the "original" method (10), or the number of
+        dual-averaging trajectories (x 5).
+    adapt_max_rounds : int
+        Cap on the rounds of the "original" search (the original code had none).
+    step_size_max : float or None
+        Upper bound of dt; None: the median box half-width (the original ``dt_max``), or
+        unbounded without a box.
+    """
+
+    n_leapfrog: int = 100
+    step_size: float = 0.1
+    wall: str = "endpoint"
+    runaway: float = 10.0
+    precision: str = "float64"
+    accept_window: tuple[float, float] = (0.6, 0.7)
+    adapt_method: str = "original"
+    adapt_trajectories: int = 10
+    adapt_max_rounds: int = 200
+    step_size_max: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.n_leapfrog, (int, np.integer)) and self.n_leapfrog >= 1):
+            raise ConfigError(f"n_leapfrog = {self.n_leapfrog!r}; expected an integer >= 1")
+        if not (np.isfinite(self.step_size) and self.step_size > 0):
+            raise ConfigError(f"step_size = {self.step_size!r}; expected dt > 0")
+        if self.wall not in WALLS:
+            raise ConfigError(f"wall = {self.wall!r}; expected one of {sorted(WALLS)}")
+        if not self.runaway > 1:
+            raise ConfigError(f"runaway = {self.runaway!r}; expected a factor > 1")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision = {self.precision!r}; expected one of {PRECISIONS}")
+        lo, hi = self.accept_window
+        if not 0 < lo < hi < 1:
+            raise ConfigError(f"accept_window = {tuple(self.accept_window)}; expected "
+                              "0 < low < high < 1, e.g. (0.6, 0.7)")
+        object.__setattr__(self, "accept_window", (float(lo), float(hi)))
+        if self.adapt_method not in ADAPT_METHODS:
+            raise ConfigError(f"adapt_method = {self.adapt_method!r}; expected one of "
+                              f"{ADAPT_METHODS}")
+        if self.adapt_trajectories < 1 or self.adapt_max_rounds < 1:
+            raise ConfigError("adapt_trajectories and adapt_max_rounds must be >= 1")
+        if self.step_size_max is not None and not self.step_size_max > 0:
+            raise ConfigError(f"step_size_max = {self.step_size_max!r}; expected > 0 or None")
+
+
+class HMCState(NamedTuple):
+    """Everything the next HMC step needs."""
+
+    theta: FloatArray        #: (n_params,) position
+    energy: float            #: E(theta), untempered, summed over the data
+    grad: FloatArray         #: (n_params,) dE/dtheta at theta
+    step_size: float         #: dt (adapted)
+
+
+class HMCInfo(NamedTuple):
+    """Diagnostics of one HMC transition."""
+
+    is_accepted: bool
+    log_accept_ratio: float  #: -ΔH/T (-inf when the end point is outside the box)
+    energy_change: float     #: ΔH = H_n - H_0 of the proposal
+    energy_before: float     #: E at the start
+    energy_after: float      #: E of the proposal
+    is_divergent: bool       #: non-finite energy, or ran beyond the runaway guard
+    in_box: bool             #: proposal inside the prior box
+    n_steps: int             #: leapfrog steps done (< L if stopped early)
+    n_reflections: int       #: wall reflections (wall = "reflect")
+    step_size: float         #: dt used
+
+
+class HMC(Sampler):
+    """Hamiltonian Monte Carlo (paper Algorithm 1) at temperature T.
+
+    Momenta ``p ~ N(0, m T)``; L velocity-Verlet steps of length dt on E; accept with
+    probability ``min(1, exp(-(H_n - H_0)/T))``, ``H = E + sum p^2/2m``, if the end point is
+    strictly inside the box. A proposal with a non-finite energy, or that runs beyond
+    ``runaway`` box widths, is a rejected, recorded divergence, never an exception.
+    """
+
+    name: ClassVar[str] = "hmc"
+    Config: ClassVar[type] = HMCConfig
+    State: ClassVar[type] = HMCState
+    Info: ClassVar[type] = HMCInfo
+
+    def __init__(self, potential: Any, *, prior: Any = None, temperature: float = 1.0,
+                 masses: Any = None, config: Any = None, **settings: Any) -> None:
+        super().__init__(potential, prior=prior, temperature=temperature, masses=masses,
+                         config=config, **settings)
+        c = self.config
+        self._wall = WALLS[c.wall]
+        self._mixed = c.precision == "mixed"
+        if c.step_size_max is not None:
+            self.step_size_max = float(c.step_size_max)
+        elif prior is not None:
+            self.step_size_max = float(np.median(self.half_width))
+        else:
+            self.step_size_max = math.inf
+        self._p_scale = np.sqrt(self.masses * self.temperature)
+
+    # -- the Markov kernel ------------------------------------------------------------------
+
+    def init(self, theta0: FloatArray, step_size: float | None = None) -> HMCState:
+        """State at ``theta0`` (energy and gradient evaluated once)."""
+        theta = as_theta(theta0, self.potential.n_params).copy()
+        e, g = self.potential.energy_and_grad(theta)
+        dt = self.config.step_size if step_size is None else float(step_size)
+        return HMCState(theta, float(e), np.ascontiguousarray(g, dtype=np.float64), dt)
+
+    def propose(self, state: HMCState, rng: np.random.Generator
+                ) -> tuple[FloatArray, float, FloatArray, HMCInfo, float]:
+        """One trajectory from ``state``; returns the proposal and the uniform draw.
+
+        Returns ``(theta_new, energy_new, grad_new, info, log_u)``; ``info.is_accepted`` is
+        already decided. Draws exactly ``n_params`` normals and one uniform from ``rng``.
+        """
+        n = state.theta.shape[0]
+        p = rng.standard_normal(n) * self._p_scale
+        log_u = math.log(rng.random())
+        theta = state.theta.copy()
+        grad = state.grad.copy()
+        k0 = float(lf.kinetic(p, self.inv_mass))
+        e1, n_done, status, n_ref = self.potential.trajectory(
+            theta, p, grad, self.inv_mass, state.step_size, self.config.n_leapfrog, self._wall,
+            self.half_width, self.config.runaway, "float32" if self._mixed else "float64")
+        divergent = status != lf.OK
+        if self._mixed and not divergent:
+            e1 = self.potential.energy(theta)        # accept/reject only on float64 energies
+        in_box = self.prior is None or self._wall == lf.WALL_REFLECT or bool(
+            np.all(np.abs(theta) < self.half_width))
+        if divergent or not math.isfinite(e1):
+            divergent = True
+            d_h = math.inf if not math.isnan(e1) else math.nan
+            log_a = -math.inf
+        else:
+            k1 = float(lf.kinetic(p, self.inv_mass))
+            d_h = (e1 + k1) - (state.energy + k0)
+            log_a = -d_h / self.temperature if in_box else -math.inf
+            if math.isnan(log_a):
+                log_a, divergent = -math.inf, True
+        accepted = bool(log_u < log_a)
+        info = HMCInfo(accepted, float(log_a), float(d_h), state.energy, float(e1), divergent,
+                       in_box, int(n_done), int(n_ref), state.step_size)
+        return theta, float(e1), grad, info, log_u
+
+    def step(self, state: HMCState, rng: np.random.Generator) -> tuple[HMCState, HMCInfo]:
+        """One HMC transition (Algorithm 1)."""
+        theta, e1, grad, info, _ = self.propose(state, rng)
+        if info.is_accepted:
+            return HMCState(theta, e1, grad, state.step_size), info
+        return state, info
+
+    # -- step-size adaptation ---------------------------------------------------------------
+
+    def acceptance_rate(self, state: HMCState, rng: np.random.Generator, n: int) -> float:
+        """Fraction of ``n`` extra trajectories from ``state`` that would be accepted."""
+        return sum(self.propose(state, rng)[3].is_accepted for _ in range(n)) / n
+
+    def adapt(self, state: HMCState, rng: np.random.Generator, factor: float = 0.9,
+              **options: Any) -> HMCState:
+        """Return ``state`` with a step size tuned to the acceptance window.
+
+        Uses extra trajectories that are not part of the chain: the position is unchanged.
+        ``factor`` is the "original" method's multiplicative step (0.1 coarse, 0.9 fine).
+        """
+        if self.config.adapt_method == "dual-averaging":
+            dt = dual_averaging(self, state, rng)
+        else:
+            dt = bracket_search(self, state, rng, factor)
+        return state._replace(step_size=dt)
+
+
+def bracket_search(sampler: HMC, state: HMCState, rng: np.random.Generator,
+                   factor: float) -> float:
+    """The original code's ``UpdateDt.set`` (original-code-spec.md §4), with a round cap.
+
+    Each round estimates the acceptance rate from ``adapt_trajectories`` trajectories that all
+    start at the current state with fresh momenta. dt is multiplied by ``factor`` (< 1) when
+    the rate is below the window and divided by it when above; when two successive rates
+    bracket the window, the dt whose rate was closer to the window's centre is kept.
+    """
+    if not 0 < factor < 1:
+        raise ConfigError(f"adaptation factor = {factor}; expected 0 < factor < 1")
+    c = sampler.config
+    lo, hi = c.accept_window
+    mid = 0.5 * (lo + hi)
+    dt = min(state.step_size, sampler.step_size_max)
+    dt_prev = rate_prev = None
+    for _ in range(c.adapt_max_rounds):
+        rate = sampler.acceptance_rate(state._replace(step_size=dt), rng, c.adapt_trajectories)
+        if lo <= rate <= hi:
+            return dt
+        if rate_prev is not None and min(rate, rate_prev) < lo and max(rate, rate_prev) > hi:
+            return dt if abs(rate - mid) < abs(rate_prev - mid) else dt_prev
+        dt_prev, rate_prev = dt, rate
+        dt = dt * factor if rate < lo else dt / factor
+        if dt < 1e-50:
+            return 1e-50
+        if dt > sampler.step_size_max:
+            return sampler.step_size_max
+    return dt
+
+
+def dual_averaging(sampler: HMC, state: HMCState, rng: np.random.Generator) -> float:
+    """Nesterov dual averaging of log dt towards the window's centre (Hoffman & Gelman 2014,
+    Alg. 5; gamma = 0.05, t0 = 10, kappa = 0.75).
+
+    Runs ``5 * adapt_trajectories`` extra trajectories on a side chain started at ``state``;
+    the side chain is discarded.
+    """
+    c = sampler.config
+    target = 0.5 * sum(c.accept_window)
+    mu = math.log(10 * state.step_size)
+    log_dt = math.log(state.step_size)
+    log_dt_bar, h_bar = 0.0, 0.0
+    side = state
+    n = 5 * c.adapt_trajectories
+    for m in range(1, n + 1):
+        side = side._replace(step_size=min(math.exp(log_dt), sampler.step_size_max))
+        theta, e1, grad, info, _ = sampler.propose(side, rng)
+        alpha = 0.0 if not math.isfinite(info.log_accept_ratio) else min(
+            1.0, math.exp(min(info.log_accept_ratio, 0.0)))
+        if info.is_accepted:
+            side = HMCState(theta, e1, grad, side.step_size)
+        w = 1.0 / (m + 10.0)
+        h_bar = (1 - w) * h_bar + w * (target - alpha)
+        log_dt = mu - math.sqrt(m) / 0.05 * h_bar
+        eta = m ** -0.75
+        log_dt_bar = eta * log_dt + (1 - eta) * log_dt_bar
+    return float(min(max(math.exp(log_dt_bar), 1e-50), sampler.step_size_max))
