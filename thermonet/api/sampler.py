@@ -91,6 +91,16 @@ class Sampler(abc.ABC):
         """Tune the step size by extra trajectories; default: no adaptation."""
         return state
 
+    def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
+        """This sampler's state after a replica exchange brings ``donor``'s configuration
+        from a slot at ``donor_temperature``.
+
+        The default takes the donor's whole state but keeps this slot's step size, which
+        belongs to the temperature. Samplers with persistent momenta override it (e.g. to
+        rescale the momenta by ``sqrt(T / donor_temperature)``).
+        """
+        return donor._replace(step_size=state.step_size)
+
     def with_temperature(self, temperature: float) -> Sampler:
         """The same sampler (same potential object, settings and masses) at another T."""
         return type(self)(self.potential, prior=self.prior, temperature=temperature,

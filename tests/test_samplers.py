@@ -1,0 +1,354 @@
+"""HMC and replica-exchange HMC: leapfrog properties and statistical tests on exact targets.
+
+Statistical assertions use fixed seeds and compare with exact values in units of the
+estimator's own error bar (batch means over correlated chains): |estimate - exact| < 4 sigma.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from thermonet.architectures.mlp import M3
+from thermonet.errors import ConfigError
+from thermonet.kernels import leapfrog as lf
+from thermonet.priors import BoxPrior
+from thermonet.samplers.hmc import HMC, HMCConfig
+from thermonet.samplers.rehmc import REHMCConfig, ReplicaExchangeHMC, geometric_ladder
+from thermonet.stats import batch_means
+from thermonet.testsystems import DoubleWell, Flat, Gaussian, GaussianMixture
+
+Z = 4.0  # tolerance in standard errors
+
+
+def _chain(sampler, theta0, n, seed, burn=100, adapt=True):
+    rng = np.random.default_rng(seed)
+    st = sampler.init(theta0)
+    if adapt:
+        st = sampler.adapt(st, rng, factor=0.5)
+        st = sampler.adapt(st, rng, factor=0.9)
+    thetas, energies, infos = [], [], []
+    for i in range(n + burn):
+        st, info = sampler.step(st, rng)
+        if i >= burn:
+            thetas.append(st.theta.copy())
+            energies.append(st.energy)
+            infos.append(info)
+    return np.array(thetas), np.array(energies), infos
+
+
+def _close(samples, exact, z=Z):
+    m, err = batch_means(samples)
+    assert abs(m - exact) < z * err, f"{m} ± {err} vs exact {exact}"
+    return m, err
+
+
+# --- leapfrog -------------------------------------------------------------------------------
+
+def test_leapfrog_is_time_reversible_on_mnist(d50, rng):
+    arch = M3()
+    pot = arch.potential(d50)
+    theta0 = arch.initial_draw(rng)
+    _, g0 = pot.energy_and_grad(theta0)
+    p0 = rng.normal(size=arch.n_params)
+    half = BoxPrior.for_architecture(arch).half_width
+    inv_m = np.ones(arch.n_params)
+    theta, p, g = theta0.copy(), p0.copy(), g0.copy()
+    pot.trajectory(theta, p, g, inv_m, 0.01, 50, lf.WALL_NONE, half, 10.0)
+    assert np.max(np.abs(theta - theta0)) > 1e-2          # it moved
+    p = -p
+    pot.trajectory(theta, p, g, inv_m, 0.01, 50, lf.WALL_NONE, half, 10.0)
+    np.testing.assert_allclose(theta, theta0, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(-p, p0, rtol=0, atol=1e-9)
+
+
+def test_reflecting_walls_are_reversible_and_keep_the_box(rng):
+    arch = Gaussian(n=4, stiffness=0.01)
+    pot = arch.potential()
+    half = np.array([0.3, 0.5, 1.0, 2.0])
+    theta0 = rng.uniform(-0.2, 0.2, 4)
+    p0 = rng.normal(size=4) * 3
+    _, g0 = pot.energy_and_grad(theta0)
+    theta, p, g = theta0.copy(), p0.copy(), g0.copy()
+    _, _, status, n_ref = pot.trajectory(theta, p, g, np.ones(4), 0.05, 200, lf.WALL_REFLECT,
+                                         half, 10.0)
+    assert status == lf.OK and n_ref > 10
+    assert np.all(np.abs(theta) <= half)
+    p = -p
+    pot.trajectory(theta, p, g, np.ones(4), 0.05, 200, lf.WALL_REFLECT, half, 10.0)
+    np.testing.assert_allclose(theta, theta0, atol=1e-12)
+    np.testing.assert_allclose(-p, p0, atol=1e-12)
+
+
+def test_leapfrog_energy_error_is_second_order(d50, rng):
+    """Halving dt at fixed trajectory length quarters the energy error."""
+    arch = M3()
+    pot = arch.potential(d50)
+    theta0 = arch.initial_draw(rng)
+    e0, g0 = pot.energy_and_grad(theta0)
+    p0 = rng.normal(size=arch.n_params)
+    half = np.full(arch.n_params, np.inf)
+    errors = []
+    for dt, n in [(0.004, 25), (0.002, 50), (0.001, 100)]:
+        theta, p, g = theta0.copy(), p0.copy(), g0.copy()
+        e1, *_ = pot.trajectory(theta, p, g, np.ones(arch.n_params), dt, n, lf.WALL_NONE, half,
+                                10.0)
+        errors.append(abs(e1 + 0.5 * p @ p - e0 - 0.5 * p0 @ p0))
+    for coarse, fine in zip(errors, errors[1:]):
+        assert 3.5 < coarse / fine < 4.5, errors
+
+
+# --- HMC on exact targets --------------------------------------------------------------------
+
+@pytest.mark.parametrize("temperature", [0.1, 1.0, 7.0])
+def test_hmc_gaussian_energy_and_variances(temperature):
+    """<E> = d T / 2 and var(w_i) = T / k_i; masses m_i = k_i exercise the mass option."""
+    k = np.array([1.0, 3.0, 10.0, 30.0])
+    arch = Gaussian(n=4, stiffness=k, centre=[1.0, -2.0, 0.0, 0.5])
+    s = HMC(arch.potential(), temperature=temperature, masses=np.sqrt(k), n_leapfrog=10,
+            step_size=0.1)
+    thetas, energies, infos = _chain(s, arch.centre, 4000, seed=1)
+    _close(energies, 4 * temperature / 2)
+    for i in range(4):
+        _close((thetas[:, i] - arch.centre[i]) ** 2, temperature / k[i])
+    acc = np.mean([inf.is_accepted for inf in infos])
+    assert 0.3 < acc < 1.0
+
+
+@pytest.mark.parametrize("wall", ["endpoint", "reflect"])
+def test_hmc_flat_box_gives_uniform_marginals(wall):
+    arch = Flat(n=3, prior_scale=2.0)                       # box |w_i| < 1
+    prior = BoxPrior.for_architecture(arch)
+    s = HMC(arch.potential(), prior=prior, temperature=1.0, n_leapfrog=5, step_size=0.3,
+            wall=wall)
+    thetas, _, infos = _chain(s, np.zeros(3), 4000, seed=2, adapt=False)
+    assert np.all(np.abs(thetas) < 1)
+    for i in range(3):
+        _close(thetas[:, i], 0.0)
+        _close(thetas[:, i] ** 2, 1.0 / 3.0)                # E[w^2] of U(-1, 1)
+        _close(np.abs(thetas[:, i]) < 0.5, 0.5)
+    if wall == "endpoint":
+        assert any(not inf.in_box for inf in infos)         # some proposals left the box
+    else:
+        assert all(inf.in_box for inf in infos) and sum(inf.n_reflections for inf in infos) > 0
+
+
+def test_hmc_double_well_against_quadrature():
+    arch = DoubleWell(n=1, height=1.0, prior_scale=6.0)     # box |w| < 3
+    prior = BoxPrior.for_architecture(arch)
+    temperature = 0.4
+    s = HMC(arch.potential(), prior=prior, temperature=temperature, n_leapfrog=20,
+            step_size=0.1)
+    thetas, _, _ = _chain(s, np.array([1.0]), 6000, seed=3)
+    w = thetas[:, 0]
+
+    def expect(f):
+        num = integrate.quad(lambda x: f(x) * math.exp(-(x * x - 1) ** 2 / temperature), -3, 3,
+                             points=[-1, 0, 1])[0]
+        den = integrate.quad(lambda x: math.exp(-(x * x - 1) ** 2 / temperature), -3, 3,
+                             points=[-1, 0, 1])[0]
+        return num / den
+
+    _close(w**2, expect(lambda x: x * x))
+    _close(w**4, expect(lambda x: x**4))
+    _close(np.abs(w) < 0.5, expect(lambda x: float(abs(x) < 0.5)))
+    _close(w > 0, 0.5)                                       # it crosses the barrier
+
+
+def test_divergent_proposals_are_recorded_not_raised(d50, rng):
+    arch = M3()
+    prior = BoxPrior.for_architecture(arch)
+    s = HMC(arch.potential(d50), prior=prior, temperature=1.0, n_leapfrog=20, step_size=50.0)
+    st = s.init(arch.initial_draw(rng))
+    for _ in range(3):
+        new, info = s.step(st, rng)
+        assert not info.is_accepted and info.is_divergent
+        assert info.n_steps < 20                             # stopped by the runaway guard
+        assert new is st
+
+
+def test_nan_energy_is_a_rejected_proposal(rng):
+    class NanBeyondOne(Gaussian):
+        def potential(self, data=None, **options):
+            base = super().potential()
+
+            class P(type(base)):
+                def energy_and_grad(self, theta, grad_out=None):
+                    e, g = super().energy_and_grad(theta, grad_out)
+                    return (float("nan") if abs(theta[0]) > 1 else e), g
+
+            return P(base.k, base.mu)
+
+    arch = NanBeyondOne(n=1, stiffness=0.1)
+    s = HMC(arch.potential(), temperature=1.0, n_leapfrog=20, step_size=0.5)
+    _, _, infos = _chain(s, np.array([0.0]), 300, seed=4, burn=0, adapt=False)
+    div = [inf for inf in infos if inf.is_divergent]
+    assert div and not any(inf.is_accepted for inf in div)
+    assert any(inf.is_accepted for inf in infos)
+
+
+def test_mixed_precision_accepts_on_float64_energies(d50, rng):
+    arch = M3()
+    pot = arch.potential(d50)
+    s = HMC(pot, prior=BoxPrior.for_architecture(arch), temperature=1.0, n_leapfrog=10,
+            step_size=0.02, precision="mixed")
+    st = s.init(arch.initial_draw(rng))
+    for _ in range(5):
+        theta, e1, _, info, _ = s.propose(st, rng)
+        assert e1 == pot.energy(theta)                      # float64, bit for bit
+        st = s.step(st, rng)[0]
+    assert st.energy == pot.energy(st.theta)
+
+
+def test_step_size_adaptation_reaches_the_window():
+    arch = Gaussian(n=20, stiffness=np.linspace(1, 50, 20))
+    for method in ("original", "dual-averaging"):
+        s = HMC(arch.potential(), temperature=1.0, n_leapfrog=10, step_size=1e-3,
+                adapt_method=method, adapt_trajectories=20)
+        rng = np.random.default_rng(5)
+        st = s.init(np.zeros(20))
+        st = s.adapt(st, rng, factor=0.5)
+        st = s.adapt(st, rng, factor=0.9)
+        n = 400
+        acc = np.mean([s.step(st, rng)[1].is_accepted for _ in range(n)])
+        # measured acceptance at the adapted dt (from a fixed state) vs the window, with the
+        # binomial standard error of the measurement and of the adaptation's own estimate
+        assert 0.6 - Z * 0.11 < acc < 0.7 + Z * 0.11, (method, st.step_size, acc)
+        assert st.step_size > 1e-2                               # it grew from 1e-3
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"step_size": 0.0}, "step_size = 0.0"), ({"step_size": -1.0}, "expected dt > 0"),
+    ({"accept_window": (0.7, 0.6)}, "0 < low < high < 1"),
+    ({"accept_window": (0.0, 0.7)}, "0 < low < high < 1"),
+    ({"wall": "bounce"}, "wall = 'bounce'"), ({"n_leapfrog": 0}, "n_leapfrog = 0"),
+    ({"setp_size": 0.1}, "did you mean 'step_size'"),
+])
+def test_hmc_config_errors(bad, match):
+    with pytest.raises(ConfigError, match=match):
+        HMC(Gaussian(n=1).potential(), **bad)
+
+
+def test_negative_temperature_is_rejected():
+    with pytest.raises(ConfigError, match="temperature T = -1.0"):
+        HMC(Gaussian(n=1).potential(), temperature=-1.0)
+
+
+# --- replica exchange -----------------------------------------------------------------------
+
+def test_table1_ladders_are_expressible():
+    t = REHMCConfig(n_temperatures=112, t_min=1e-2, t_max=1e2).ladder()
+    assert t.size == 112 and t[0] == pytest.approx(1e-2) and t[-1] == pytest.approx(1e2)
+    np.testing.assert_allclose(t[1:] / t[:-1], (1e4) ** (1 / 111))
+    t = REHMCConfig(n_temperatures=84, t_min=10**-1.5, t_max=10**1.5).ladder()
+    assert t.size == 84 and t[-1] == pytest.approx(10**1.5)
+    np.testing.assert_allclose(geometric_ladder(1.0, 8.0, 4), [1, 2, 4, 8])
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"t_min": 2.0, "t_max": 1.0}, "t_max = 1.0 is below t_min = 2.0"),
+    ({"t_min": -0.1}, "t_min = -0.1"), ({"temperatures": [1.0, 0.5]}, "strictly ascending"),
+    ({"swap_scheme": "all"}, "swap_scheme = 'all'"), ({"workers": 0}, "workers = 0"),
+    ({"inner": {"step_sise": 0.1}}, "did you mean 'step_size'"),
+])
+def test_rehmc_config_errors(bad, match):
+    with pytest.raises(ConfigError, match=match):
+        ReplicaExchangeHMC(Gaussian(n=1).potential(), **bad)
+
+
+def test_swap_rule_satisfies_detailed_balance_by_enumeration():
+    """Two replicas at beta_0 > beta_1 over a discrete set of energies: the swap move leaves
+    the product of Boltzmann distributions invariant, and satisfies detailed balance."""
+    energies = np.array([0.0, 0.3, 1.1, 2.5, 4.0])
+    arch = Gaussian(n=1)
+    re = ReplicaExchangeHMC(arch.potential(), temperatures=[0.5, 2.0], n_trajectories=1)
+    b0, b1 = re.beta_k
+    n = energies.size
+    pi = np.exp(-b0 * energies[:, None] - b1 * energies[None, :]).ravel()
+    pi /= pi.sum()
+    P = np.zeros((n * n, n * n))
+    rng = np.random.default_rng(6)
+    for a in range(n):
+        for b in range(n):
+            # acceptance probability of the implementation, measured through _try_swap
+            slots = [re.samplers[0].init(np.zeros(1))._replace(energy=energies[a]),
+                     re.samplers[1].init(np.zeros(1))._replace(energy=energies[b])]
+            trials = 4000
+            acc = sum(re._try_swap(list(slots), np.arange(2), 0, rng) for _ in range(trials))
+            p_acc = min(1.0, math.exp((b0 - b1) * (energies[a] - energies[b])))
+            assert abs(acc / trials - p_acc) < Z * math.sqrt(p_acc * (1 - p_acc) / trials) + 1e-12
+            P[a * n + b, b * n + a] += p_acc
+            P[a * n + b, a * n + b] += 1 - p_acc
+    np.testing.assert_allclose(pi @ P, pi, atol=1e-15)
+    flow = pi[:, None] * P
+    np.testing.assert_allclose(flow, flow.T, atol=1e-15)
+
+
+def test_rehmc_recovers_mode_weights_where_hmc_is_stuck():
+    """Well-separated two-mode mixture: mode weights at T are ∝ pi_j^(1/T) s_j."""
+    arch = GaussianMixture(means=[[-4.0], [4.0]], widths=[0.5, 0.5], weights=[0.3, 0.7],
+                           prior_scale=20.0)
+    pot, prior = arch.potential(), BoxPrior.for_architecture(arch)
+    # plain HMC at T = 0.5 from the minor mode never leaves it (barrier ~ 32/T)
+    s = HMC(pot, prior=prior, temperature=0.5, n_leapfrog=10, step_size=0.2)
+    thetas, _, _ = _chain(s, np.array([-4.0]), 1500, seed=7)
+    assert np.all(thetas < 0)
+    re = ReplicaExchangeHMC(pot, prior=prior, t_min=0.5, t_max=64.0, n_temperatures=10,
+                            n_trajectories=2, inner={"n_leapfrog": 10, "step_size": 0.2})
+    streams = re.make_streams(8, re.n_slots)
+    st = re.init(np.array([-4.0]))
+    xs = []
+    for it in range(6000):
+        st, info = re.step(st, streams)
+        if it >= 500:
+            xs.append([sl.theta[0] for sl in st.slots[:3]])
+    xs = np.array(xs)
+    for k in range(3):
+        _close(xs[:, k] > 0, arch.mode_weights(re.temperatures[k])[1])
+
+
+def test_rehmc_result_does_not_depend_on_workers(d50):
+    """An RE-HMC run of M3 on D50 with a small ladder: identical for 1 and 2 workers."""
+    arch = M3()
+    prior = BoxPrior.for_architecture(arch)
+    finals = []
+    for workers in (1, 2):
+        re = ReplicaExchangeHMC(arch.potential(d50), prior=prior, t_min=0.1, t_max=10.0,
+                                n_temperatures=4, n_trajectories=2,
+                                inner={"n_leapfrog": 10, "step_size": 0.02}, workers=workers)
+        streams = re.make_streams(9, re.n_slots)
+        theta0 = np.stack([arch.initial_draw(np.random.default_rng(k)) for k in range(4)])
+        st = re.init(theta0)
+        st = re.adapt(st, streams, factor=0.5)
+        infos = []
+        for _ in range(5):
+            st, info = re.step(st, streams)
+            infos.append(info)
+        finals.append((st, infos))
+    (a, ia), (b, ib) = finals
+    for sa, sb in zip(a.slots, b.slots):
+        assert np.array_equal(sa.theta, sb.theta) and sa.energy == sb.energy
+        assert sa.step_size == sb.step_size
+    for x, y in zip(ia, ib):
+        for fx, fy in zip(x, y):
+            assert np.array_equal(fx, fy)
+    assert np.array_equal(a.replica_k, b.replica_k)
+    assert sum(int(i.n_accepted_k.sum()) for i in ia) > 0
+
+
+def test_even_odd_sweep_attempts_disjoint_pairs():
+    re = ReplicaExchangeHMC(Gaussian(n=1).potential(), n_temperatures=6, t_min=1, t_max=2,
+                            swap_scheme="even-odd", n_trajectories=1,
+                            inner={"n_leapfrog": 2})
+    streams = re.make_streams(10, re.n_slots)
+    st = re.init(np.zeros(1))
+    seen = set()
+    for _ in range(40):
+        st, info = re.step(st, streams)
+        pattern = tuple(info.swap_attempted_k)
+        assert pattern in {(1, 0, 1, 0, 1), (0, 1, 0, 1, 0)}
+        seen.add(pattern)
+    assert len(seen) == 2
