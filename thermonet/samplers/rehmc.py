@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from thermonet._types import FloatArray, IntArray
 from thermonet.api import Sampler, as_theta, build_config
+from thermonet.api.parallel import Executor, make_executor
 from thermonet.errors import ConfigError
 
 SWAP_SCHEMES = ("random-pairs", "even-odd")
@@ -63,7 +63,8 @@ class REHMCConfig:
     inner : mapping
         Settings of the inner sampler (e.g. ``{"n_leapfrog": 100, "wall": "reflect"}``).
     workers : int
-        Threads running slots in parallel. Never changes the result.
+        Threads running slots in parallel (when no executor is passed). Never changes the
+        result.
     """
 
     n_temperatures: int = 16
@@ -147,10 +148,13 @@ class ReplicaExchangeHMC(Sampler):
     Info: ClassVar[type] = REInfo
 
     def __init__(self, potential: Any, *, prior: Any = None, temperature: float = 1.0,
-                 masses: Any = None, config: Any = None, **settings: Any) -> None:
+                 masses: Any = None, config: Any = None, executor: Executor | None = None,
+                 **settings: Any) -> None:
         super().__init__(potential, prior=prior, temperature=temperature, masses=masses,
                          config=config, **settings)
         c = self.config
+        #: runs the slots of an iteration; defaults to ``workers`` threads
+        self.executor = executor if executor is not None else make_executor(c.workers)
         self.temperatures = c.ladder()
         self.beta_k = 1.0 / self.temperatures
         from thermonet import registry
@@ -187,6 +191,37 @@ class ReplicaExchangeHMC(Sampler):
         slots = tuple(s.init(as_theta(arr[k], n)) for k, s in enumerate(self.samplers))
         return REState(slots, np.arange(self.n_slots, dtype=np.int64))
 
+    def initialise(self, draw: Any, streams: Sequence[np.random.Generator], *,
+                   minimiser: Any = None, burn_in: Sequence[int] = (20, 80)) -> REState:
+        """The paper's initialisation (Sec. 3.3.2; original-code-spec.md §5), per slot:
+
+        1. draw w with ``draw(rng)`` (the standard initialisation U(±1/sqrt(k_i))) from the
+           slot's own stream;
+        2. minimise it with ``minimiser`` (Alg. 3), if given;
+        3. burn in: for each count n in ``burn_in``, adapt dt coarsely (factor 0.1), then run n
+           trajectories at the slot's temperature.
+
+        Finally every slot's dt is adapted once more (factor 0.1), as the original
+        ``build_pt``. Slots run in parallel on the executor; the result does not depend on it.
+        """
+        n = self.potential.n_params
+
+        def run(k: int) -> Any:
+            rng = streams[k]
+            sampler = self.samplers[k]
+            theta = as_theta(draw(rng), n, what="initial draw")
+            if minimiser is not None:
+                theta = minimiser.minimise(sampler.potential, theta, prior=self.prior).theta
+            st = sampler.init(theta)
+            for n_traj in burn_in:
+                st = sampler.adapt(st, rng, factor=0.1)
+                for _ in range(int(n_traj)):
+                    st, _ = sampler.step(st, rng)
+            return sampler.adapt(st, rng, factor=0.1)
+
+        slots = tuple(self.executor.map(run, range(self.n_slots)))
+        return REState(slots, np.arange(self.n_slots, dtype=np.int64))
+
     # -- one iteration -------------------------------------------------------------------
 
     def _propagate(self, state: REState, streams: Sequence[np.random.Generator]
@@ -201,14 +236,7 @@ class ReplicaExchangeHMC(Sampler):
                 div += bool(getattr(info, "is_divergent", False))
             return st, acc, div
 
-        workers = min(self.config.workers, self.n_slots)
-        if workers > 1:
-            from thermonet.kernels import threads
-
-            with threads.limit(1), ThreadPoolExecutor(workers) as pool:
-                results = list(pool.map(run, range(self.n_slots)))
-        else:
-            results = [run(k) for k in range(self.n_slots)]
+        results = self.executor.map(run, range(self.n_slots))
         slots = [r[0] for r in results]
         return (slots, np.array([r[1] for r in results], dtype=np.int64),
                 np.array([r[2] for r in results], dtype=np.int64))
@@ -274,12 +302,4 @@ class ReplicaExchangeHMC(Sampler):
         def run(k: int) -> Any:
             return self.samplers[k].adapt(state.slots[k], streams[k], factor=factor)
 
-        workers = min(self.config.workers, self.n_slots)
-        if workers > 1:
-            from thermonet.kernels import threads
-
-            with threads.limit(1), ThreadPoolExecutor(workers) as pool:
-                slots = tuple(pool.map(run, range(self.n_slots)))
-        else:
-            slots = tuple(run(k) for k in range(self.n_slots))
-        return state._replace(slots=slots)
+        return state._replace(slots=tuple(self.executor.map(run, range(self.n_slots))))
