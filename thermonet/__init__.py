@@ -31,7 +31,7 @@ _LAZY = {
     "MLP": "thermonet.architectures.mlp",
     "BoxPrior": "thermonet.priors",
     "GaussianPrior": "thermonet.priors",
-    "evaluate": "thermonet.evaluate",
+    "evaluate": "thermonet.evaluation",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

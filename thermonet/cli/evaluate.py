@@ -41,7 +41,7 @@ def evaluate(arch_name: str, data_name: str, params_path: str, index: int | None
     """
     from thermonet.architectures import get_architecture
     from thermonet.data import load_data
-    from thermonet.evaluate import evaluate as run_evaluate
+    from thermonet.evaluation import evaluate as run_evaluate
     from thermonet.params import load_params
     from thermonet.priors import BoxPrior
 
