@@ -1,0 +1,101 @@
+"""MNIST data for thermonet: the paper's training sets, test sets and preprocessing.
+
+Works offline out of the box on the paper's D50, D500 and D5000 and the official 10,000-image
+test set (shipped in ``embedded/mnist16.h5``). Everything else (other sizes, the paper's D1000
+and D50000, the "complement" test set) needs the four original MNIST IDX files, found through
+``mnist_dir=``, ``$THERMONET_MNIST_DIR`` or ``<data dir>/mnist`` (``thermonet data fetch``).
+
+::
+
+    from thermonet.data import load_data
+    split = load_data("D500")             # test="auto": complement if full MNIST is found
+    split.train.x.shape, split.test_kind  # (500, 256), "complement" or "official"
+
+See docs/data.md for the preprocessing, names, storage and provenance.
+"""
+
+from __future__ import annotations
+
+from thermonet.data._datasets import (
+    INDEX_ENCODING,
+    OFFICIAL_TEST_NAME,
+    TEST_INDEX_OFFSET,
+    TEST_KINDS,
+    DataSplit,
+    Dataset,
+    data_info,
+    load_data,
+    load_dataset,
+    make_subset,
+    official_test,
+)
+from thermonet.data._embedded import BUILD_COMMAND, EMBEDDED_PATH, build_embedded
+from thermonet.data._fetch import DEFAULT_MIRRORS, fetch_mnist
+from thermonet.data._mnist import (
+    DATA_ENV,
+    MNIST_ENV,
+    MNIST_FILES,
+    MnistNotFoundError,
+    data_dir_path,
+    find_mnist,
+    mnist_dir_path,
+    read_idx,
+)
+from thermonet.data._preprocess import MEAN, STD, X_MAX, X_MIN, normalise, preprocess, resize16
+from thermonet.data._subsets import (
+    EMBEDDED_SUBSETS,
+    PAPER_SUBSETS,
+    parse_name,
+    read_paper_subset,
+    stratified_indices,
+    subsets_dir,
+)
+
+__all__ = [
+    "BUILD_COMMAND",
+    "DATA_ENV",
+    "DEFAULT_MIRRORS",
+    "EMBEDDED_PATH",
+    "EMBEDDED_SUBSETS",
+    "INDEX_ENCODING",
+    "MEAN",
+    "MNIST_ENV",
+    "MNIST_FILES",
+    "OFFICIAL_TEST_NAME",
+    "PAPER_SUBSETS",
+    "STD",
+    "TEST_INDEX_OFFSET",
+    "TEST_KINDS",
+    "X_MAX",
+    "X_MIN",
+    "DataSplit",
+    "Dataset",
+    "MnistNotFoundError",
+    "build_embedded",
+    "clear_caches",
+    "data_dir_path",
+    "data_info",
+    "fetch_mnist",
+    "find_mnist",
+    "load_data",
+    "load_dataset",
+    "make_subset",
+    "mnist_dir_path",
+    "normalise",
+    "official_test",
+    "parse_name",
+    "preprocess",
+    "read_idx",
+    "read_paper_subset",
+    "resize16",
+    "stratified_indices",
+    "subsets_dir",
+]
+
+
+def clear_caches() -> None:
+    """Forget in-memory copies (checksums, resized MNIST, embedded arrays); files are untouched."""
+    from thermonet.data import _embedded, _mnist
+
+    _mnist.clear_cache()
+    _embedded.clear_cache()
