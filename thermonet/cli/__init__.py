@@ -21,6 +21,9 @@ COMMANDS: dict[str, str] = {
     "evaluate": "thermonet.cli.evaluate:evaluate",
     "data": "thermonet.cli.data:data",
     "plugins": "thermonet.cli.plugins:plugins",
+    "run": "thermonet.cli.run:run",
+    "resume": "thermonet.cli.run:resume",
+    "info": "thermonet.cli.run:info",
 }
 
 
@@ -64,7 +67,7 @@ def _broken_command(name: str, err: Exception) -> click.Command:
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="thermonet")
 @click.option("-v", "--verbose", count=True, help="More log output (repeatable).")
-@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors (no progress, no log lines).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
 def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
@@ -73,7 +76,16 @@ def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
     Sample prob(w|T,D) ∝ exp(-E(D|w)/T) prior(w) with replica-exchange HMC, compute evidences,
     and reproduce Baldock & Marzari (2019).
     """
-    level = logging.ERROR if quiet else max(logging.DEBUG, logging.WARNING - 10 * verbose)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    level = logging.ERROR if quiet else max(logging.DEBUG, logging.INFO - 10 * verbose)
+    root = logging.getLogger()
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(level)
+    for h in list(root.handlers):
+        if getattr(h, "_thermonet_cli", False):
+            root.removeHandler(h)
+    handler._thermonet_cli = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO))
     ctx.ensure_object(dict)
     ctx.obj.update(debug=debug, quiet=quiet, verbose=verbose)

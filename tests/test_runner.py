@@ -1,0 +1,358 @@
+"""The runner: configs, run directories, bit-exact resume, crash safety, CLI commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from thermonet import checkpoint as ckpt
+from thermonet import config as cfgmod
+from thermonet.analysis import round_trips
+from thermonet.cli import main
+from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError, ThermonetError
+from thermonet.runner import Run, detach_log
+
+GAUSS = """
+[run]
+seed = 5
+n_iterations = 12
+checkpoint_every = 3
+sample_every = 2
+adapt_every = 5
+[data]
+name = "none"
+[architecture]
+name = "gaussian_mixture"
+means = [[-2.0, 0.0], [2.0, 0.5]]
+widths = [0.5, 0.8]
+prior_scale = 12.0
+[init]
+minimise = false
+burn_in = [3]
+[sampler]
+name = "rehmc"
+n_temperatures = 4
+t_min = 0.5
+t_max = 8.0
+n_trajectories = 2
+[sampler.inner]
+n_leapfrog = 5
+step_size = 0.3
+"""
+
+M3_D50 = """
+[run]
+seed = 2
+n_iterations = 6
+checkpoint_every = 2
+sample_every = 3
+[data]
+name = "D50"
+test = "official"
+[architecture]
+name = "M3"
+[init]
+burn_in = [2]
+[minimiser]
+name = "rmin"
+max_steps = 50
+[sampler]
+name = "rehmc"
+n_temperatures = 3
+t_min = 0.3
+t_max = 3.0
+n_trajectories = 1
+[sampler.inner]
+n_leapfrog = 5
+step_size = 0.005
+"""
+
+
+@pytest.fixture
+def gauss_cfg(tmp_path):
+    p = tmp_path / "gauss.toml"
+    p.write_text(GAUSS)
+    return p
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _tree(run_dir: Path) -> dict:
+    """Everything a run directory holds, for bitwise comparison."""
+    ck = ckpt.read_checkpoint(run_dir)
+    tr = ckpt.read_trace(run_dir, samples=True)
+    return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
+            "slots": ck.slots, "trace": tr}
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert a["iteration"] == b["iteration"]
+    assert a["rng"] == b["rng"]
+    assert np.array_equal(a["replica"], b["replica"])
+    assert a["slots"].keys() == b["slots"].keys()
+    for k in a["slots"]:
+        assert np.array_equal(a["slots"][k], b["slots"][k]), k
+    assert a["trace"].keys() == b["trace"].keys()
+    for k in a["trace"]:
+        assert np.array_equal(a["trace"][k], b["trace"][k]), k
+
+
+# --- configs -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit,match", [
+    ("[sampler]\nname = 'rehmc'\nsetp_size = 1\n", "unknown key 'setp_size' in \\[sampler\\]"),
+    ("[sampler]\nname = 'rehmc'\nt_mni = 1\n", "did you mean 't_min'"),
+    ("[run]\nn_iteratons = 5\n", "did you mean 'n_iterations'"),
+    ("[sampler]\nname = 'rehmc'\nt_min = 2.0\nt_max = 1.0\n", "t_max = 1.0 is below t_min = 2.0"),
+    ("[sampler]\nname = 'rehmc'\nt_min = -1.0\n", "t_min = -1.0"),
+    ("[sampler]\nname = 'rehmc'\n[sampler.inner]\nstep_size = 0.0\n", "step_size = 0.0"),
+    ("[sampler]\nname = 'rehmc'\n[sampler.inner]\naccept_window = [0.5, 1.2]\n",
+     "0 < low < high < 1"),
+    ("[sampler]\nname = 'hmc'\ntemperature = -2.0\n", "sampler.temperature = -2.0"),
+    ("[run]\nn_iterations = 'many'\n", "run.n_iterations = 'many' has the wrong type"),
+    ("[sampler]\nname = 'rehmc'\nn_temperatures = 2.5\n", "n_temperatures = 2.5"),
+    ("[samplr]\nname = 'hmc'\n", "unknown section \\[samplr\\]; did you mean 'sampler'"),
+    ("[sampler]\nname = 'nuts'\n", "no sampler named 'nuts'"),
+    ("[run]\nadapt_factor = 1.5\n", "adapt_factor = 1.5 is out of range"),
+])
+def test_config_errors_name_key_value_and_allowed(tmp_path, edit, match):
+    p = tmp_path / "c.toml"
+    p.write_text(edit)
+    with pytest.raises(ThermonetError, match=match):     # ConfigError, or PluginError
+        cfgmod.load(p)
+
+
+def test_resolved_config_round_trips_with_sources(gauss_cfg):
+    cfg = cfgmod.load(gauss_cfg, cfgmod.parse_set(["sampler.t_max=16", "run.workers=2"]),
+                      {"run.seed": 9})
+    assert cfg["sampler"]["t_max"] == 16.0 and cfg["run"]["seed"] == 9
+    assert cfg.sources["sampler.t_max"] == "set"
+    assert cfg.sources["run.seed"] == "commandline"
+    assert cfg.sources["sampler.t_min"] == "config"
+    assert cfg.sources["sampler.inner.wall"] == "default"
+    text = cfg.to_toml()
+    assert "t_max = 16.0  # set" in text and 'wall = "endpoint"  # default' in text
+    import tomllib
+
+    again = cfgmod.resolve(tomllib.loads(text))
+    assert cfgmod.diff(cfg, again) == []
+
+
+def test_set_parses_toml_scalars():
+    got = cfgmod.parse_set(["a.b=3", "a.c=0.5", "a.d=true", "a.e=word", "a.f=[1, 2]"])
+    assert got == {"a.b": 3, "a.c": 0.5, "a.d": True, "a.e": "word", "a.f": [1, 2]}
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        cfgmod.parse_set(["novalue"])
+
+
+# --- bit-exact resume ---------------------------------------------------------------------------
+
+def test_resume_is_bitwise_identical_to_a_straight_run(gauss_cfg, tmp_path):
+    straight = tmp_path / "straight"
+    Run.create(cfgmod.load(gauss_cfg), straight).run(quiet=True)
+    half = tmp_path / "half"
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 6}), half).run(quiet=True)
+    detach_log()
+    Run.open(half, n_iterations=12).run(quiet=True)
+    detach_log()
+    _assert_same(_tree(straight), _tree(half))
+    assert "n_iterations = 12  # commandline" in (half / "config.toml").read_text()
+    Run.open(half).run(quiet=True)          # the rewritten config.toml resumes cleanly
+    detach_log()
+
+
+def test_resume_with_other_worker_count_is_identical(gauss_cfg, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    Run.create(cfgmod.load(gauss_cfg), a).run(quiet=True)
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 5}), b).run(quiet=True)
+    Run.open(b, n_iterations=12, workers=2).run(quiet=True)
+    detach_log()
+    _assert_same(_tree(a), _tree(b))
+
+
+def test_m3_on_d50_resume_bit_for_bit(tmp_path):
+    p = tmp_path / "m3.toml"
+    p.write_text(M3_D50)
+    a, b = tmp_path / "a", tmp_path / "b"
+    Run.create(cfgmod.load(p), a).run(quiet=True)
+    Run.create(cfgmod.load(p, {"run.n_iterations": 3}), b).run(quiet=True)
+    Run.open(b, n_iterations=6).run(quiet=True)
+    detach_log()
+    ta, tb = _tree(a), _tree(b)
+    _assert_same(ta, tb)
+    assert ta["trace"]["samples_theta"].shape == (2, 3, 13970)
+
+
+def _run_cli_subprocess(args, env_extra=None, **kw):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.Popen([sys.executable, "-m", "thermonet.cli", *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+@pytest.mark.parametrize("crash", [
+    "before-replace:it:3",          # killed while a trace segment is only a .tmp file
+    "before-replace:checkpoint:3",  # killed after the segment, before the checkpoint replace
+])
+def test_kill_during_write_then_resume_is_exact(gauss_cfg, tmp_path, crash):
+    straight = tmp_path / "straight"
+    Run.create(cfgmod.load(gauss_cfg), straight).run(quiet=True)
+    detach_log()
+    crashed = tmp_path / "crashed"
+    proc = _run_cli_subprocess(["-q", "run", gauss_cfg, "--out", crashed],
+                               {"THERMONET_TEST_CRASH": crash})
+    proc.communicate(timeout=300)
+    assert proc.returncode == 137                       # died as planned, mid-write
+    assert list(crashed.glob("*.tmp")) or list((crashed / "trace").glob("*.tmp"))
+    done = ckpt.read_checkpoint(crashed).iteration
+    assert 0 <= done < 12
+    res = _invoke("-q", "resume", crashed)
+    assert res.exit_code == 0, res.output
+    _assert_same(_tree(straight), _tree(crashed))
+    assert not list(crashed.rglob("*.tmp"))
+
+
+def test_sigkill_at_random_moments_then_resume_is_exact(gauss_cfg, tmp_path):
+    """A real kill -9 of `thermonet run` at arbitrary moments, then resume."""
+    straight = tmp_path / "straight"
+    cfg_long = tmp_path / "long.toml"
+    cfg_long.write_text(GAUSS.replace("n_iterations = 12", "n_iterations = 300")
+                        .replace("checkpoint_every = 3", "checkpoint_every = 1"))
+    Run.create(cfgmod.load(cfg_long), straight).run(quiet=True)
+    detach_log()
+    victim = tmp_path / "victim"
+    rng = np.random.default_rng(0)
+    killed = 0
+    for attempt in range(3):
+        args = (["-q", "run", cfg_long, "--out", victim] if attempt == 0 else
+                ["-q", "resume", victim])
+        proc = _run_cli_subprocess(args)
+        t0 = time.monotonic()
+        while not (victim / ckpt.CHECKPOINT).exists() and time.monotonic() - t0 < 120:
+            time.sleep(0.01)
+        time.sleep(float(rng.uniform(0.05, 0.4)))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            killed += 1
+        proc.communicate(timeout=120)
+    assert killed >= 1
+    res = _invoke("-q", "resume", victim)
+    assert res.exit_code == 0, res.output
+    _assert_same(_tree(straight), _tree(victim))
+
+
+# --- refusing what does not fit ------------------------------------------------------------------
+
+def test_run_refuses_existing_run_dir_and_overwrite_works(gauss_cfg, tmp_path):
+    out = tmp_path / "r"
+    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    res = _invoke("-q", "run", gauss_cfg, "--out", out)
+    assert res.exit_code == 1 and "already holds a run (iteration 12 of 12)" in res.output
+    assert "thermonet resume" in res.output
+    (out / "notes.txt").write_text("mine")
+    assert _invoke("-q", "run", gauss_cfg, "--out", out, "--overwrite").exit_code == 0
+    assert (out / "notes.txt").read_text() == "mine"        # only thermonet's files replaced
+
+
+def test_resume_refuses_a_changed_config(gauss_cfg, tmp_path):
+    out = tmp_path / "r"
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 3}), out).run(quiet=True)
+    detach_log()
+    text = (out / "config.toml").read_text()
+    (out / "config.toml").write_text(text.replace("t_max = 8.0", "t_max = 9.0"))
+    res = _invoke("resume", out)
+    assert res.exit_code == 1
+    assert "sampler.t_max: 8.0 -> 9.0" in res.output
+    # extending the run is allowed
+    (out / "config.toml").write_text(text.replace("n_iterations = 3", "n_iterations = 4"))
+    res = _invoke("-q", "resume", out)
+    assert res.exit_code == 0, res.output
+    assert ckpt.read_checkpoint(out).iteration == 4
+
+
+def test_resume_refuses_changed_data(tmp_path):
+    """The stored energies must be reproduced exactly by the data and architecture."""
+    p = tmp_path / "m3.toml"
+    p.write_text(M3_D50.replace("n_iterations = 6", "n_iterations = 2"))
+    out = tmp_path / "r"
+    Run.create(cfgmod.load(p), out).run(quiet=True)
+    detach_log()
+    with h5py.File(out / "checkpoint.h5", "r+") as fh:
+        fh["state/energy"][0] += 1.0
+    with pytest.raises(CheckpointMismatchError, match="E\\(theta\\) of slot 0"):
+        Run.open(out)
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable HDF5 file"),
+    (lambda p: p.write_bytes(b"garbage" * 10), "not a readable HDF5 file"),
+    (lambda p: h5py.File(p, "w").close(), "not a thermonet checkpoint"),
+])
+def test_corrupt_or_foreign_checkpoints_get_clear_errors(gauss_cfg, tmp_path, damage, match):
+    out = tmp_path / "r"
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 3}), out).run(quiet=True)
+    detach_log()
+    damage(out / "checkpoint.h5")
+    res = _invoke("resume", out)
+    assert res.exit_code == 1 and match in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert len(ckpt.list_segments(out)) == 1                  # nothing saved was removed
+
+
+def test_newer_format_version_is_refused(gauss_cfg, tmp_path):
+    out = tmp_path / "r"
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 3}), out).run(quiet=True)
+    detach_log()
+    with h5py.File(out / "checkpoint.h5", "r+") as fh:
+        fh.attrs["format_version"] = 99
+    with pytest.raises(CheckpointError, match="format version 99; this thermonet"):
+        ckpt.read_checkpoint(out)
+
+
+# --- info -----------------------------------------------------------------------------------------
+
+def test_info_json_matches_the_trace(gauss_cfg, tmp_path):
+    out = tmp_path / "r"
+    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    res = _invoke("info", out, "--json")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    for key in ("iterations", "temperatures", "acceptance", "dt", "mean_energy",
+                "swap_acceptance", "round_trips"):
+        assert key in s
+    tr = ckpt.read_trace(out)
+    assert s["iterations"] == 12 and len(s["temperatures"]) == 4
+    start = int(0.2 * 12)
+    np.testing.assert_allclose(s["mean_energy"], tr["energy_k"][start:].mean(0))
+    np.testing.assert_allclose(s["acceptance"], tr["n_accepted_k"][start:].sum(0) / (10 * 2))
+    np.testing.assert_allclose(s["swap_acceptance"], tr["swap_accepted_k"].sum(0)
+                               / tr["swap_attempted_k"].sum(0))
+    assert np.all(np.asarray(s["acceptance"]) <= 1.0)
+    text = _invoke("info", out)
+    assert text.exit_code == 0 and "round trips" in text.output
+
+
+def test_round_trip_counting():
+    # three slots; replica 0 goes 0 -> 2 -> 0 (one trip), then -> 2 (not complete)
+    path = [0, 1, 2, 1, 0, 1, 2]
+    rows = []
+    for p in path:
+        others = [r for r in (1, 2)]
+        row = [None] * 3
+        row[p] = 0
+        free = [s for s in range(3) if s != p]
+        row[free[0]], row[free[1]] = others
+        rows.append(row)
+    assert round_trips(np.array(rows)) == 1
+    assert round_trips(np.zeros((5, 1), dtype=int)) == 0

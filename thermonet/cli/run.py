@@ -1,0 +1,113 @@
+"""``thermonet run``, ``thermonet resume`` and ``thermonet info``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+
+def _quiet(ctx: click.Context, quiet: bool) -> bool:
+    root = ctx.find_root()
+    return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+@click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
+@click.argument("config_path", metavar="CONFIG.toml", type=click.Path(dir_okay=False))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config value, e.g. --set sampler.t_max=10 (repeatable).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Run directory [default: runs/<config name>].")
+@click.option("--seed", type=int, default=None, help="Override run.seed.")
+@click.option("--overwrite", is_flag=True,
+              help="Discard a run already in --out (only thermonet's own files).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_context
+def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: str | None,
+        seed: int | None, overwrite: bool, quiet: bool) -> None:
+    """Run CONFIG.toml: build every component it names, initialise, sample and checkpoint.
+
+    The run directory gets config.toml (the resolved configuration: every default explicit,
+    with where each value came from), checkpoint.h5, the trace/ and thermonet.log. Stop it at
+    any time and continue with `thermonet resume DIR`.
+
+    \b
+    Example:
+        thermonet run sample_runs/quickstart.toml --out runs/quick --set run.n_iterations=50
+    """
+    from thermonet import config as cfgmod
+    from thermonet.runner import Run, detach_log
+
+    overrides = cfgmod.parse_set(list(sets))
+    commandline = {"run.seed": seed} if seed is not None else {}
+    cfg = cfgmod.load(config_path, overrides, commandline)
+    out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    q = _quiet(ctx, quiet)
+    if not q:
+        click.echo(f"run directory: {out}", err=True)
+    try:
+        r = Run.create(cfg, out, overwrite=overwrite, quiet=q)
+        r.run(quiet=q)
+    finally:
+        detach_log()
+    if not q:
+        click.echo(f"done: {r.iteration} iterations in {out}  (summary: thermonet info {out})",
+                   err=True)
+
+
+@click.command(short_help="Continue a run from its last checkpoint.")
+@click.argument("run_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--iterations", type=int, default=None,
+              help="New total number of iterations (extends the run).")
+@click.option("--workers", type=int, default=None, help="Threads for replicas (any number "
+              "gives the same result).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_context
+def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: int | None,
+           quiet: bool) -> None:
+    """Continue the run in DIR from its last checkpoint, exactly as if it had never stopped.
+
+    Records written after the last checkpoint (by a run that was killed) are discarded and
+    regenerated identically.
+    """
+    from thermonet.runner import Run, detach_log
+
+    try:
+        r = Run.open(Path(run_dir), n_iterations=iterations, workers=workers)
+        q = _quiet(ctx, quiet)
+        if not q:
+            click.echo(f"resuming {run_dir} at iteration {r.iteration}", err=True)
+        r.run(quiet=q)
+    finally:
+        detach_log()
+
+
+def _fmt(v: float) -> str:
+    return "nan" if isinstance(v, float) and math.isnan(v) else f"{v:.4g}"
+
+
+@click.command(short_help="Summary of a run directory.")
+@click.argument("run_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def info(run_dir: str, as_json: bool) -> None:
+    """Iterations done, per-temperature acceptance, dt and mean energy (after discarding the
+    first run.discard fraction), per-pair swap acceptance, round trips, elapsed time."""
+    from thermonet.analysis import summarise
+
+    s = summarise(run_dir)
+    if as_json:
+        click.echo(json.dumps(s, sort_keys=True))
+        return
+    click.echo(f"run        {s['run_dir']}  ({s['architecture']} on {s['data']}, "
+               f"{s['sampler']})")
+    click.echo(f"iterations {s['iterations']} of {s['n_iterations']}  "
+               f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
+    click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
+               f"round trips {s['round_trips']}")
+    click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10}")
+    for k, t in enumerate(s["temperatures"]):
+        sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
+        click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
+                   f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10}")
