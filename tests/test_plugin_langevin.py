@@ -1,0 +1,172 @@
+"""The out-of-tree sampler plugin ``plugins/thermonet-langevin`` (``thermonet_langevin.sd``), installed
+with ``pip install -e plugins/thermonet-langevin`` and found through real entry-point metadata.
+
+Skipped when the plugin is not installed, except under CI (``CI`` set), where a missing plugin
+is a failure: CI must install it. Its own statistical tests live in
+``plugins/thermonet-langevin/tests``; here: discovery, the contract check of
+``thermonet.registry.load``, and a replica-exchange run with it as the inner sampler.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from thermonet import registry
+from thermonet.api import Sampler
+from thermonet.priors import BoxPrior
+from thermonet.samplers.rehmc import ReplicaExchangeHMC
+from thermonet.stats import batch_means
+from thermonet.testsystems import Gaussian
+
+NAME = "thermonet_langevin.sd"
+DIST = "thermonet-langevin"
+Z = 4.0
+
+
+@pytest.fixture(scope="module")
+def spec():
+    registry.refresh()
+    found = registry.available("sampler").get(NAME)
+    if found is None:
+        msg = (f"sampler plugin {NAME!r} is not installed: run "
+               "`pip install -e plugins/thermonet-langevin`")
+        if os.environ.get("CI"):
+            pytest.fail(msg + " (CI must install it)")
+        pytest.skip(msg)
+    return found
+
+
+def test_discovered_through_entry_point_metadata(spec):
+    assert spec.role == "sampler"
+    assert spec.value == "thermonet_langevin:StochasticDynamics"
+    dist = md.distribution(DIST)
+    assert spec.distribution == dist.metadata["Name"] == DIST
+    assert spec.version == dist.version
+    assert NAME not in registry.conflicts("sampler")
+
+
+def test_listing_imports_no_plugin_code(spec):
+    """``available`` reads metadata only; ``thermonet plugins --json`` lists it as fine."""
+    script = ("import sys; from thermonet import registry; "
+              f"assert {NAME!r} in registry.available('sampler'); "
+              "assert 'thermonet_langevin' not in sys.modules, 'imported on listing'; "
+              "print('ok')")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+    from click.testing import CliRunner
+
+    from thermonet.cli.plugins import plugins
+
+    result = CliRunner().invoke(plugins, ["--role", "sampler", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.output)["sampler"]}
+    assert rows[NAME]["status"] == "ok" and rows[NAME]["distribution"] == DIST
+
+
+def test_load_validates_the_contract(spec):
+    cls = registry.load("sampler", NAME)
+    registry.validate("sampler", cls, spec)                  # raises PluginTypeError if broken
+    assert issubclass(cls, Sampler) and cls.api_version == 1
+    for field in ("step_size", "n_leapfrog", "persistence", "wall", "runaway"):
+        assert field in cls.Config.__dataclass_fields__
+    assert {"energy", "step_size", "momentum"} <= set(cls.State._fields)
+    assert {"is_accepted", "log_accept_ratio", "energy_change", "is_divergent", "in_box",
+            "step_size", "energy_after"} <= set(cls.Info._fields)
+    # it overrides the exchange hook: its momenta persist between updates
+    assert cls.take_configuration is not Sampler.take_configuration
+
+
+def test_inside_replica_exchange_on_a_gaussian(spec):
+    """RE with ``sampler = "thermonet_langevin.sd"`` on a 3-D Gaussian in a box over 4 temperatures: every
+    slot has <E> = d T / 2 and equilibrium momenta <K> = d T / 2 (the exchanges hand momenta
+    over rescaled by sqrt(T / T_donor)), and the swaps happen."""
+    arch = Gaussian(n=3, stiffness=[1.0, 4.0, 9.0], prior_scale=40.0)
+    re = ReplicaExchangeHMC(arch.potential(), prior=BoxPrior.for_architecture(arch),
+                            temperatures=[0.25, 0.5, 1.0, 2.0], n_trajectories=5,
+                            sampler=NAME, inner={"step_size": 0.3, "persistence": 0.9})
+    assert all(type(s) is registry.load("sampler", NAME) for s in re.samplers)
+    streams = re.make_streams(20190410, re.n_slots)
+    st = re.init(np.zeros(3))
+    st = re.adapt(st, streams, factor=0.5)
+    e_k, k_k, swaps = [], [], 0
+    for it in range(3200):
+        st, info = re.step(st, streams)
+        swaps += int(info.swap_accepted_k.sum())
+        if it >= 200:
+            e_k.append(info.energy_k)
+            k_k.append([re.samplers[k].inv_mass @ sl.momentum**2 / 2
+                        for k, sl in enumerate(st.slots)])
+    e_k, k_k = np.array(e_k), np.array(k_k)
+    assert swaps > 3000
+    for k, t in enumerate(re.temperatures):
+        for series in (e_k[:, k], k_k[:, k]):
+            m, err = batch_means(series)
+            assert abs(m - 1.5 * t) < Z * err, (k, t, m, err)
+
+
+RUN_CONFIG = """
+[run]
+seed = 5
+n_iterations = 12
+checkpoint_every = 3
+sample_every = 2
+adapt_every = 5
+[data]
+name = "none"
+[architecture]
+name = "gaussian_mixture"
+means = [[-2.0, 0.0], [2.0, 0.5]]
+widths = [0.5, 0.8]
+prior_scale = 12.0
+[init]
+minimise = false
+burn_in = [20]
+[sampler]
+name = "rehmc"
+sampler = "thermonet_langevin.sd"
+n_temperatures = 4
+t_min = 0.5
+t_max = 8.0
+n_trajectories = 10
+[sampler.inner]
+step_size = 0.2
+persistence = 0.95
+wall = "reflect"
+"""
+
+
+def test_run_with_the_plugin_resumes_bit_for_bit(spec, tmp_path):
+    """Through the runner (a TOML config naming ``thermonet_langevin.sd``): a run stopped at iteration 6
+    and resumed to 12 equals a straight run, momenta included (they are part of the state)."""
+    from thermonet import checkpoint as ckpt
+    from thermonet import config as cfgmod
+    from thermonet.runner import Run, detach_log
+
+    cfg = tmp_path / "sd.toml"
+    cfg.write_text(RUN_CONFIG)
+    straight, half = tmp_path / "straight", tmp_path / "half"
+    try:
+        Run.create(cfgmod.load(cfg), straight).run(quiet=True)
+        Run.create(cfgmod.load(cfg, {"run.n_iterations": 6}), half).run(quiet=True)
+        detach_log()
+        Run.open(half, n_iterations=12).run(quiet=True)
+    finally:
+        detach_log()
+    a, b = ckpt.read_checkpoint(straight), ckpt.read_checkpoint(half)
+    assert a.iteration == b.iteration == 12 and a.rng_states == b.rng_states
+    assert "momentum" in a.slots and a.slots.keys() == b.slots.keys()
+    for field in a.slots:
+        assert np.array_equal(a.slots[field], b.slots[field]), field
+    assert np.any(a.slots["momentum"] != 0)
+    ta, tb = ckpt.read_trace(straight, samples=True), ckpt.read_trace(half, samples=True)
+    assert ta.keys() == tb.keys()
+    for key in ta:
+        assert np.array_equal(ta[key], tb[key]), key
