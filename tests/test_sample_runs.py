@@ -1,0 +1,51 @@
+"""Every configuration in sample_runs/ is valid, and the README's quickstart runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from thermonet import config as cfgmod
+from thermonet.cli import main
+
+SAMPLE_RUNS = sorted((Path(__file__).resolve().parents[1] / "sample_runs").glob("*.toml"))
+
+
+def test_there_are_sample_runs():
+    names = {p.stem for p in SAMPLE_RUNS}
+    assert {"quickstart", "fig3_M3_D50", "fig3_M3_D500", "fig3_M3_D5000",
+            "fig4_M3star_D500"} <= names
+    for stem in list(names):
+        if stem.startswith("fig"):
+            assert (stem + "_quick" in names) or stem.endswith("_quick"), stem
+
+
+@pytest.mark.parametrize("path", SAMPLE_RUNS, ids=lambda p: p.stem)
+def test_sample_run_config_is_valid(path):
+    cfg = cfgmod.load(path)
+    assert cfg["run"]["n_iterations"] >= 1
+
+
+def test_table1_settings_in_the_full_configs():
+    by_name = {p.stem: cfgmod.load(p) for p in SAMPLE_RUNS}
+    for d in ("D50", "D500", "D5000"):
+        s = by_name[f"fig3_M3_{d}"]["sampler"]
+        assert (s["n_temperatures"], s["t_min"], s["t_max"]) == (112, 1e-2, 1e2)
+        assert s["n_trajectories"] == 10 and s["inner"]["n_leapfrog"] == 100
+        assert by_name[f"fig3_M3_{d}"]["data"]["name"] == d
+    s = by_name["fig4_M3star_D500"]["sampler"]
+    assert s["n_temperatures"] == 84
+    assert s["t_min"] == pytest.approx(10**-1.5) and s["t_max"] == pytest.approx(10**1.5)
+    assert by_name["fig4_M3star_D500"]["architecture"]["name"] == "M3*"
+
+
+def test_quickstart_runs_at_tiny_size(tmp_path):
+    out = tmp_path / "q"
+    res = CliRunner().invoke(main, ["-q", "run", "sample_runs/quickstart.toml", "--out", str(out),
+                                    "--set", "run.n_iterations=3", "--set",
+                                    "minimiser.max_steps=20", "--set", "init.burn_in=[2]"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["info", str(out), "--json"])
+    assert res.exit_code == 0 and '"iterations": 3' in res.output
