@@ -43,7 +43,7 @@ def test_table1_settings_in_the_full_configs():
 
 def test_quickstart_runs_at_tiny_size(tmp_path):
     out = tmp_path / "q"
-    res = CliRunner().invoke(main, ["-q", "run", "sample_runs/quickstart.toml", "--out", str(out),
+    res = CliRunner().invoke(main, ["-q", "run", str(SAMPLE_RUNS[0].parent / "quickstart.toml"), "--out", str(out),
                                     "--set", "run.n_iterations=3", "--set",
                                     "minimiser.max_steps=20", "--set", "init.burn_in=[2]"])
     assert res.exit_code == 0, res.output
