@@ -32,7 +32,7 @@ def test_evaluate_json_on_zero_vector(tmp_path):
     res = _invoke("evaluate", "--arch", "M3", "--data", "D500", "--params", str(path),
                   "--test", "official", "--json")
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert KEYS <= set(out)
     assert out["n_params"] == 13970
     assert out["train_energy"] == pytest.approx(500 * math.log(10), rel=1e-12)
@@ -61,7 +61,7 @@ def test_evaluate_paper_json_format_and_bias_vector(tmp_path, d50):
     res = _invoke("evaluate", "--arch", "M1", "--data", "D50", "--params", str(path),
                   "--test", "official", "--json")
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     logp = b - np.log(np.exp(b).sum())
     assert out["train_energy"] == pytest.approx(-logp[d50.y].sum(), rel=1e-12)
     assert out["train_error"] == pytest.approx(np.mean(d50.y != 9))   # argmax is class 9

@@ -327,7 +327,7 @@ def test_info_json_matches_the_trace(gauss_cfg, tmp_path):
     assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
     res = _invoke("info", out, "--json")
     assert res.exit_code == 0, res.output
-    s = json.loads(res.output)
+    s = json.loads(res.stdout)
     for key in ("iterations", "temperatures", "acceptance", "dt", "mean_energy",
                 "swap_acceptance", "round_trips"):
         assert key in s

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import importlib.metadata as md
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,8 @@ from thermonet.errors import (
     PluginLoadError,
     PluginTypeError,
 )
+
+log = logging.getLogger("thermonet.plugins")
 
 ROLES: dict[str, str] = {
     "sampler": "thermonet.samplers",
@@ -192,4 +195,5 @@ def check_all(role: str) -> dict[str, str | None]:
             status[name] = None
         except (PluginLoadError, PluginTypeError, AmbiguousPluginError) as err:
             status[name] = str(err)
+            log.warning("broken plugin: %s", err)
     return status

@@ -1,0 +1,84 @@
+"""The command line as a user meets it: help, plugin listing, error reporting."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import EntryPoint
+
+import pytest
+from click.testing import CliRunner
+
+from thermonet import registry
+from thermonet.cli import COMMANDS, main
+
+
+def test_help_lists_every_command_with_one_line_help():
+    res = CliRunner().invoke(main, ["--help"])
+    assert res.exit_code == 0
+    for name in COMMANDS:
+        line = next((ln for ln in res.output.splitlines() if ln.strip().startswith(name + " ")),
+                    None)
+        assert line is not None, name
+        assert "unavailable" not in line, line          # every command imports
+        assert len(line.split(None, 1)) == 2            # has a help text
+    for name in COMMANDS:
+        sub = CliRunner().invoke(main, [name, "--help"])
+        assert sub.exit_code == 0, (name, sub.output)
+
+
+class _Dist:
+    def __init__(self, name):
+        self.metadata = {"Name": name}
+        self.version = "9.9"
+
+
+@pytest.fixture
+def with_broken_plugin(monkeypatch):
+    real = registry._entry_points
+
+    def fake(group):
+        eps = real(group)
+        if group == "thermonet.samplers":
+            ep = EntryPoint("broken.sampler", "no_such_module_abc:Sampler", group)
+            eps.append(ep._for(_Dist("brokenpkg")))
+        return eps
+
+    monkeypatch.setattr(registry, "_entry_points", fake)
+    registry.refresh()
+    yield
+    registry.refresh()
+
+
+def test_plugins_lists_builtins_and_reports_broken_ones(with_broken_plugin, caplog):
+    res = CliRunner().invoke(main, ["plugins"])
+    assert res.exit_code == 0, res.output
+    assert "rehmc" in res.output and "thermonet 0.1.0" in res.output
+    assert "broken.sampler" in res.output and "BROKEN" in res.output
+    assert "no_such_module_abc" in res.output
+    assert any("broken plugin" in r.message for r in caplog.records)
+    data = json.loads(CliRunner().invoke(main, ["plugins", "--json"]).stdout)
+    status = {row["name"]: row["status"] for row in data["sampler"]}
+    assert status["broken.sampler"] == "broken" and status["hmc"] == "ok"
+    assert {row["name"] for row in data["architecture"]} >= {"M1", "M3", "M3*", "mlp"}
+    assert {row["name"] for row in data["minimiser"]} >= {"rmin", "fire"}
+
+
+def test_a_broken_plugin_does_not_affect_unrelated_runs(with_broken_plugin, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
+                   '[init]\nminimise = false\nburn_in = [1]\n'
+                   '[sampler]\nname = "hmc"\nn_leapfrog = 3\n[run]\nn_iterations = 2\n')
+    res = CliRunner().invoke(main, ["-q", "run", str(cfg), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[sampler]\nname = 'rehmc'\nt_min = -3\n")
+    res = CliRunner().invoke(main, ["run", str(cfg), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1].startswith("Error: ")
+    assert "t_min = -3" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["--debug", "run", str(cfg), "--out", str(tmp_path / "r")])
+    assert res.exit_code != 0
+    assert res.exception is not None and "t_min = -3" in str(res.exception)
