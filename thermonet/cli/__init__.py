@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "run": "thermonet.cli.run:run",
     "resume": "thermonet.cli.run:resume",
     "info": "thermonet.cli.run:info",
+    "minimise": "thermonet.cli.minimise:minimise",
+    "baseline": "thermonet.cli.minimise:baseline",
 }
 
 

@@ -51,12 +51,12 @@ logger = logging.getLogger(__name__)
 GRADIENT_TOLERANCE = "gradient tolerance"
 STEP_BUDGET = "step budget"
 STEP_SIZE_UNDERFLOW = "step size underflow"
-REASONS = (GRADIENT_TOLERANCE, STEP_BUDGET, STEP_SIZE_UNDERFLOW)
+STOPPED_BY_CALLBACK = "stopped by callback"
+REASONS = (GRADIENT_TOLERANCE, STEP_BUDGET, STEP_SIZE_UNDERFLOW, STOPPED_BY_CALLBACK)
 
 #: ``callback(step, energy, max_abs_grad, dt)`` called after every step; a true return value
 #: stops the minimisation (reason "stopped by callback")
 Callback = Callable[[int, float, float, float], Any]
-STOPPED_BY_CALLBACK = "stopped by callback"
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -98,6 +98,7 @@ def check_int(cfg: Any, owner: str, key: str, *, minimum: int, expected: str) ->
 
 
 def check_bool(cfg: Any, owner: str, key: str) -> None:
+    """Check that ``cfg.<key>`` is a boolean (not a string such as "True")."""
     value = getattr(cfg, key)
     if not isinstance(value, (bool, np.bool_)):
         _fail(owner, key, value, "true or false")
@@ -133,6 +134,8 @@ def prepare(potential: Any, theta0: Any, prior: Any, respect_box: bool, owner: s
 
 def first_gradient(potential: Potential, theta: FloatArray, grad: FloatArray, owner: str
                    ) -> float:
+    """E and (into ``grad``) the gradient at the starting point; ConvergenceError if either
+    is not finite."""
     e, _ = potential.energy_and_grad(theta, grad)
     e = float(e)
     if not (math.isfinite(e) and bool(lf.all_finite(grad))):
@@ -144,6 +147,7 @@ def first_gradient(potential: Potential, theta: FloatArray, grad: FloatArray, ow
 
 
 def max_abs(a: FloatArray) -> float:
+    """``max_i |a_i|`` (0 for an empty array)."""
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
@@ -208,7 +212,9 @@ class RMinConfig:
                    expected="a positive number or inf (no cap)")
         check_real(self, o, "dt_min", lo=0.0, lo_open=False, expected="a finite number >= 0")
         if self.step_size > self.dt_max:
-            _fail(o, "step_size", self.step_size, f"at most dt_max = {self.dt_max}")
+            raise ConfigError(f"{o} setting step_size = {self.step_size!r} is larger than "
+                              f"dt_max = {self.dt_max!r}; expected step_size <= dt_max. Lower "
+                              f"step_size too, e.g. --set step_size={self.dt_max!r}")
 
 
 class RMin(Minimiser):
