@@ -289,6 +289,12 @@ class Run:
 
     def run(self, *, quiet: bool = False, stream: Any = None) -> Run:
         """Advance to ``run.n_iterations`` total iterations."""
+        from thermonet.kernels import threads
+
+        with threads.blas_single():
+            return self._run(quiet, stream)
+
+    def _run(self, quiet: bool, stream: Any) -> Run:
         r = self.c.cfg["run"]
         re = self.c.sampler
         total = r["n_iterations"]

@@ -18,6 +18,7 @@ from thermonet._types import FloatArray, IntArray
 from thermonet.api import Architecture, Potential, as_theta
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
+from thermonet.kernels import threads as kt
 
 OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
 
@@ -95,8 +96,10 @@ class MLPPotential(Potential):
 
     def energy(self, theta: FloatArray) -> float:
         """``E(D|w)`` in nats (float64). NaN or inf if the forward pass overflowed."""
-        return float(k.loss(self._theta(theta), self._widths, self._out, self.x, self.y,
-                            self.block, self._work))
+        th = self._theta(theta)
+        with kt.blas_single():
+            return float(k.loss(th, self._widths, self._out, self.x, self.y, self.block,
+                                self._work))
 
     def energy_and_grad(self, theta: FloatArray,
                         grad_out: FloatArray | None = None) -> tuple[float, FloatArray]:
@@ -105,21 +108,22 @@ class MLPPotential(Potential):
         if grad_out is None:
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
-            from thermonet.kernels import threads as kt
-
             with kt.limit(self.threads):
                 e = k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
                                              self.block, self._work_b, self._partial_b, grad_out)
         else:
-            e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,
-                                self._work, self._partial, grad_out)
+            with kt.blas_single():
+                e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,
+                                    self._work, self._partial, grad_out)
         return float(e), grad_out
 
     def energy_batch(self, theta_kp: FloatArray) -> FloatArray:
         """Energies of the rows of ``theta_kp``, shape ``(K,)``."""
         th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
         e_k = np.empty(th.shape[0])
-        k.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work, e_k)
+        with kt.blas_single():
+            k.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work,
+                         e_k)
         return e_k
 
     def energy_and_grad_batch(self, theta_kp: FloatArray, grad_kp: FloatArray | None = None
@@ -132,16 +136,15 @@ class MLPPotential(Potential):
             grad_kp = np.empty((n_k, self.n_params), dtype=self.dtype)
         e_k = np.empty(n_k)
         if self.threads > 1 and n_k > 1:
-            from thermonet.kernels import threads as kt
-
             work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
             partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
             with kt.limit(self.threads):
                 k.loss_and_grad_batch_parallel(th, self._widths, self._out, self.x, self.y,
                                                self.block, work_k, partial_k, grad_kp, e_k)
         else:
-            k.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
-                                  self._work, self._partial, grad_kp, e_k)
+            with kt.blas_single():
+                k.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
+                                      self._work, self._partial, grad_kp, e_k)
         return e_k, grad_kp
 
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
@@ -156,6 +159,14 @@ class MLPPotential(Potential):
         """
         from thermonet.kernels import leapfrog as lf
 
+        with kt.blas_single():
+            return self._trajectory(lf, theta, p, grad, inv_mass, step, n_steps, wall,
+                                    half_width, runaway, precision)
+
+    def _trajectory(self, lf: Any, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                    inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                    half_width: FloatArray, runaway: float, precision: str
+                    ) -> tuple[float, int, int, int]:
         if precision == "float32" and self.dtype == np.float64:
             twin = self._float32_twin()
             e, n, status, n_ref = lf.mlp_trajectory(
@@ -182,8 +193,9 @@ class MLPPotential(Potential):
         """Values entering the softmax, shape ``(n_data, n_outputs)`` (float64)."""
         xx = self.x if x is None else np.ascontiguousarray(x, dtype=self.dtype)
         out = np.empty((xx.shape[0], int(self._widths[-1])), dtype=self.dtype)
-        k.predict_logits(self._theta(theta), self._widths, self._out, xx, self.block,
-                         self._work, out)
+        th = self._theta(theta)
+        with kt.blas_single():
+            k.predict_logits(th, self._widths, self._out, xx, self.block, self._work, out)
         return out.astype(np.float64)
 
 
