@@ -6,6 +6,7 @@ One file describes a run (see docs/config.md for every key)::
     [data]         name (D50, D500, D5000, D<n>), test (auto | complement | official)
     [architecture] name (M1, M3, M3*, mlp, ...) and the architecture's own settings, among
                    them prior_scale (c of the box prior sigma_i = c/sqrt(k_i))
+    [prior]        gaussian_std, gaussian_tempered (an optional Gaussian prior)
     [init]         minimise, burn_in, params (a file to start from instead of a draw)
     [minimiser]    name (rmin, fire) and its settings
     [sampler]      name (rehmc, hmc, or a plugin) and its settings; [sampler.inner] for rehmc
@@ -57,6 +58,15 @@ DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "test": ("auto", (str,), (lambda v: v in ("auto", "complement", "official"),
                               "one of auto, complement, official"), "test set"),
 }
+PRIOR_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
+    "gaussian_std": (None, (float, int, dict), (
+        lambda v: (all(isinstance(x, (int, float)) and x > 0 for x in v.values())
+                   if isinstance(v, dict) else v > 0),
+        "a positive width, or a table of positive widths by parameter group"),
+        "add a Gaussian prior: one width, or widths per group (layer1.weight, bias, default...)"),
+    "gaussian_tempered": (True, (bool,), None,
+                          "true: target [p(D|w) p(w)]^(1/T); false: p(D|w)^(1/T) p(w)"),
+}
 INIT_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "minimise": (True, (bool,), None, "minimise each initial draw with the minimiser"),
     "burn_in": ([20, 80], (list,), (lambda v: all(isinstance(n, int) and n >= 0 for n in v),
@@ -74,7 +84,7 @@ SINGLE_CHAIN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                     "T of a single-chain run"),
     "n_trajectories": (1, (int,), _POS_INT, "transitions per iteration"),
 }
-SECTIONS = ("run", "data", "architecture", "init", "minimiser", "sampler")
+SECTIONS = ("run", "data", "architecture", "prior", "init", "minimiser", "sampler")
 PLUGIN_SECTIONS = {"architecture": "architecture", "minimiser": "minimiser",
                    "sampler": "sampler"}
 DEFAULT_NAMES = {"architecture": "M3", "minimiser": "rmin", "sampler": "rehmc"}
@@ -154,6 +164,15 @@ def _coerce_for_field(where: str, key: str, value: Any, annotation: str) -> Any:
     return value
 
 
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+#: marks a constructor argument without a default: the config must give it
+REQUIRED = _Required()
+
+
 def plugin_defaults(cls: type) -> dict[str, Any]:
     """Defaults of a plugin's settings: its ``Config`` dataclass, or its constructor."""
     config_cls = getattr(cls, "Config", None)
@@ -166,9 +185,9 @@ def plugin_defaults(cls: type) -> dict[str, Any]:
                 out[f.name] = f.default_factory()  # type: ignore[misc]
         return out
     sig = inspect.signature(cls.__init__)
-    return {n: p.default for n, p in sig.parameters.items()
-            if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-            and p.default is not inspect.Parameter.empty}
+    return {n: (REQUIRED if p.default is inspect.Parameter.empty else p.default)
+            for n, p in sig.parameters.items()
+            if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def _plugin_settings(where: str, cls: type, given: Mapping[str, Any],
@@ -197,6 +216,9 @@ def _plugin_settings(where: str, cls: type, given: Mapping[str, Any],
         sources[f"{where}.{key}"] = given_sources.get(f"{where}.{key}", "config")
     for key, value in defaults.items():
         if key not in out:
+            if value is REQUIRED:
+                raise ConfigError(f"[{where}] {cls.__name__} needs the setting {key!r}; add "
+                                  f"{key} = ... to [{where}]")
             out[key] = value
             sources[f"{where}.{key}"] = "default"
     return out
@@ -327,6 +349,8 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     out["run"], _ = _resolve_table("run", doc.get("run", {}), RUN_KEYS, sources, given_sources)
     out["data"], _ = _resolve_table("data", doc.get("data", {}), DATA_KEYS, sources,
                                     given_sources)
+    out["prior"], _ = _resolve_table("prior", doc.get("prior", {}), PRIOR_KEYS, sources,
+                                     given_sources)
     out["init"], _ = _resolve_table("init", doc.get("init", {}), INIT_KEYS, sources,
                                     given_sources)
     for section, role in PLUGIN_SECTIONS.items():
@@ -366,6 +390,11 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         else:
             table.update(_plugin_settings(section, cls, given, sources, given_sources))
         out[section] = table
+    if (out["prior"]["gaussian_std"] is not None and not out["prior"]["gaussian_tempered"]
+            and out["sampler"]["name"] == "rehmc"):
+        raise ConfigError("prior.gaussian_tempered = false (an untempered Gaussian prior) cannot "
+                          "be used with replica exchange, whose swaps need one target family "
+                          "exp(-U/T); set it to true or use a single-chain sampler")
     resolved = ResolvedConfig(out, sources)
     build_plugin_configs(resolved)         # value checks of the plugins' own Config classes
     return resolved

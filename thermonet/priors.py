@@ -4,8 +4,8 @@
   ``sigma_i = c/sqrt(k_i)`` (eq. 11), ``k_i`` the fan-in including the bias. Its density is
   ``1/prod(sigma_i)``; :attr:`BoxPrior.log_volume` is ``sum(ln sigma_i)``.
 * :class:`GaussianPrior`: independent zero-mean Gaussians with per-group widths (MacKay 1992;
-  Neal 1993), ``-ln prior = sum w_i^2 / (2 s_i^2) + const``. It enters the energy and the
-  gradient through :meth:`GaussianPrior.energy_and_grad`.
+  Neal 1993), ``-ln prior = sum w_i^2 / (2 s_i^2) + const``. :class:`PriorPotential` adds its
+  energy and gradient to a potential, which is what the samplers then see.
 
 References
 ----------
@@ -152,3 +152,59 @@ class GaussianPrior:
 
     def sample(self, rng: np.random.Generator) -> FloatArray:
         return rng.normal(0.0, self.std)
+
+
+class PriorPotential:
+    """A potential plus a Gaussian prior's energy: what the samplers see with a Gaussian prior.
+
+    ``E_total(w) = E(w) + s * sum_i w_i^2 / (2 s_i^2)`` with ``s = 1`` ("tempered": the target
+    at temperature T is ``[p(D|w) p(w)]^(1/T)``, MacKay's and Neal's posterior at T = 1), or
+    ``s = T`` ("untempered": ``p(D|w)^(1/T) p(w)``, the paper's eq. 10 and its code's
+    ``gprior_std``). The wrapped potential's ``energy`` is the total, so Metropolis tests and
+    replica-exchange swaps between equal-``s`` slots stay exact; for the untempered form each
+    slot has its own ``s = T``, and exchanges must compare the *likelihood* energies
+    (:meth:`likelihood_energy`), which is what :class:`~thermonet.samplers.rehmc.ReplicaExchangeHMC`
+    does through ``State.energy`` only when the prior is tempered. Untempered Gaussian priors are
+    therefore supported for single-temperature runs; replica exchange requires ``tempered``.
+    """
+
+    def __init__(self, base: Any, prior: GaussianPrior, scale: float = 1.0) -> None:
+        if prior.n_params != base.n_params:
+            raise ConfigError(f"Gaussian prior has {prior.n_params} widths; the potential has "
+                              f"{base.n_params} parameters")
+        self.base = base
+        self.prior = prior
+        self.scale = float(scale)
+        self.n_params = base.n_params
+
+    def likelihood_energy(self, theta: Any) -> float:
+        return float(self.base.energy(theta))
+
+    def energy(self, theta: Any) -> float:
+        return float(self.base.energy(theta)) + self.scale * self.prior.energy(theta)
+
+    def energy_and_grad(self, theta: Any, grad_out: Any = None) -> tuple[float, FloatArray]:
+        e, g = self.base.energy_and_grad(theta, grad_out)
+        ep, gp = self.prior.energy_and_grad(theta)
+        g += self.scale * gp
+        return float(e) + self.scale * ep, g
+
+    def energy_batch(self, theta_kp: Any) -> FloatArray:
+        return np.array([self.energy(t) for t in theta_kp])
+
+    def energy_and_grad_batch(self, theta_kp: Any, grad_kp: Any = None
+                              ) -> tuple[FloatArray, FloatArray]:
+        if grad_kp is None:
+            grad_kp = np.empty((len(theta_kp), self.n_params))
+        e_k = np.empty(len(theta_kp))
+        for k in range(len(theta_kp)):
+            e_k[k], _ = self.energy_and_grad(theta_kp[k], grad_kp[k])
+        return e_k, grad_kp
+
+    def copy(self) -> PriorPotential:
+        return PriorPotential(self.base.copy(), self.prior, self.scale)
+
+    def trajectory(self, *args: Any, **kwargs: Any) -> tuple[float, int, int, int]:
+        from thermonet.api import Potential
+
+        return Potential.trajectory(self, *args, **kwargs)  # type: ignore[arg-type]

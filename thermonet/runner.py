@@ -70,6 +70,13 @@ def build(cfg: cfgmod.ResolvedConfig) -> Components:
     split = load_data(cfg["data"]["name"], test=cfg["data"]["test"]) if uses_data else None
     potential = arch.potential(split.train) if split is not None else arch.potential()
     prior = BoxPrior.for_architecture(arch)
+    g = cfg["prior"]
+    if g["gaussian_std"] is not None:
+        from thermonet.priors import GaussianPrior, PriorPotential
+
+        gauss = GaussianPrior.for_architecture(arch, g["gaussian_std"])
+        scale = 1.0 if g["gaussian_tempered"] else float(cfg["sampler"].get("temperature", 1.0))
+        potential = PriorPotential(potential, gauss, scale)
     mcls = registry.load("minimiser", cfg["minimiser"]["name"])
     minimiser = mcls(config=built["minimiser"])
     s = cfg["sampler"]

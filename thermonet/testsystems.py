@@ -39,7 +39,7 @@ def _vec(value: Any, n: int, what: str) -> FloatArray:
 class _DataFree(Architecture):
     """Common part of the analytic targets: no data, fan-in 1 (box half-width = c/2)."""
 
-    def __init__(self, n: int, prior_scale: float | None = None) -> None:
+    def __init__(self, n: int = 2, prior_scale: float | None = None) -> None:
         if not (isinstance(n, (int, np.integer)) and n >= 1):
             raise ConfigError(f"n = {n!r}; expected a positive integer number of dimensions")
         self._n = int(n)
