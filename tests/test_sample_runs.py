@@ -10,7 +10,9 @@ from click.testing import CliRunner
 from thermonet import config as cfgmod
 from thermonet.cli import main
 
-SAMPLE_RUNS = sorted((Path(__file__).resolve().parents[1] / "sample_runs").glob("*.toml"))
+ALL = sorted((Path(__file__).resolve().parents[1] / "sample_runs").glob("*.toml"))
+BASELINES = [p for p in ALL if p.stem.startswith("baseline_")]
+SAMPLE_RUNS = [p for p in ALL if p not in BASELINES]
 
 
 def test_there_are_sample_runs():
@@ -20,6 +22,9 @@ def test_there_are_sample_runs():
     for stem in list(names):
         if stem.startswith("fig"):
             assert (stem + "_quick" in names) or stem.endswith("_quick"), stem
+    baselines = {p.stem for p in BASELINES}
+    for d in ("D50", "D500", "D5000"):
+        assert {f"baseline_M3_{d}", f"baseline_M3_{d}_quick"} <= baselines
 
 
 @pytest.mark.parametrize("path", SAMPLE_RUNS, ids=lambda p: p.stem)
@@ -49,3 +54,24 @@ def test_quickstart_runs_at_tiny_size(tmp_path):
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["info", str(out), "--json"])
     assert res.exit_code == 0 and '"iterations": 3' in res.output
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=lambda p: p.stem)
+def test_baseline_config_is_valid(path):
+    res = CliRunner().invoke(main, ["baseline", "--config", str(path), "--help"])
+    assert res.exit_code == 0, res.output
+
+
+def test_baseline_config_errors_and_a_tiny_run(tmp_path):
+    bad = tmp_path / "b.toml"
+    bad.write_text("[baseline]\narch = 'M3'\ndrwas = 3\n")
+    res = CliRunner().invoke(main, ["baseline", "--config", str(bad)])
+    assert res.exit_code == 2 and "did you mean 'draws'" in res.output
+    quick = next(p for p in BASELINES if p.stem == "baseline_M3_D50_quick")
+    res = CliRunner().invoke(main, ["-q", "baseline", "--config", str(quick), "--draws", "2",
+                                    "--test", "official", "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    out = json.loads(res.stdout)
+    assert out["n_draws"] == 2

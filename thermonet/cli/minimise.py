@@ -245,7 +245,49 @@ def _jsonable_config(mini: Any) -> dict[str, Any]:
             for k, v in dataclasses.asdict(cfg).items()}
 
 
+#: keys of a [baseline] table in a config file -> option destinations of `thermonet baseline`
+BASELINE_KEYS = {"arch": "arch_name", "data": "data_name", "minimiser": "minimiser_name",
+                 "set": "sets", "test": "test_kind", "prior_scale": "prior_scale",
+                 "draws": "n_draws", "keep": "n_keep", "threshold": "energy_threshold",
+                 "workers": "workers", "seed": "seed"}
+
+
+def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Eager --config: the file's [baseline] table becomes the defaults of the options, so
+    command-line options still win."""
+    if value is None:
+        return
+    import difflib
+
+    from thermonet.config import read_toml
+    from thermonet.errors import ConfigError
+
+    try:
+        doc = read_toml(value)
+        table = doc.get("baseline")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{value} has no [baseline] table; expected keys "
+                              f"{', '.join(BASELINE_KEYS)}")
+        defaults: dict[str, object] = {}
+        for key, v in table.items():
+            if key not in BASELINE_KEYS:
+                close = difflib.get_close_matches(key, list(BASELINE_KEYS), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"unknown key {key!r} in [baseline] of {value}{hint} Valid "
+                                  f"keys: {', '.join(BASELINE_KEYS)}")
+            if key == "set" and isinstance(v, dict):
+                v = [f"{k}={val}" for k, val in v.items()]
+            defaults[BASELINE_KEYS[key]] = v
+    except ConfigError as err:
+        raise click.BadParameter(str(err), ctx=ctx, param=param) from None
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+
+
 @click.command(short_help="The paper's standard-optimisation baseline (Sec. 3.4).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              is_eager=True, expose_value=False, callback=_load_baseline_config,
+              help="A TOML file whose [baseline] table gives the options (e.g. "
+                   "sample_runs/baseline_M3_D500.toml); options given here override it.")
 @_common
 @click.option("--draws", "n_draws", type=int, required=True,
               help="Number of standard initial draws, each minimised once.")
