@@ -356,3 +356,38 @@ def test_round_trip_counting():
         rows.append(row)
     assert round_trips(np.array(rows)) == 1
     assert round_trips(np.zeros((5, 1), dtype=int)) == 0
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_progress_bar_on_a_terminal_log_lines_otherwise_nothing_when_quiet(caplog):
+    from thermonet.runner import Progress
+
+    tty = _Stream(True)
+    p = Progress(10, 0, stream=tty)
+    p.update(5, 0.61, 0.3, 12.5)
+    p.update(10, 0.62, 0.3, 12.0)
+    assert "\r[" in tty.text and "ETA" in tty.text and "acc 0.62" in tty.text
+    assert "swap 0.30" in tty.text and tty.text.endswith("\n")
+    pipe = _Stream(False)
+    with caplog.at_level("INFO", logger="thermonet.run"):
+        p = Progress(10, 0, stream=pipe, interval=0.0)
+        p.update(3, 0.5, 0.2, 1.0)
+    assert pipe.text == ""
+    assert any("iteration 3/10" in r.message and "ETA" in r.message for r in caplog.records)
+    quiet = _Stream(True)
+    caplog.clear()
+    Progress(10, 0, quiet=True, stream=quiet).update(10, 0.5, 0.2, 1.0)
+    assert quiet.text == "" and not caplog.records
