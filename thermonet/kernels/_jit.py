@@ -6,10 +6,21 @@
   becomes a rejected proposal, never an exception.
 * ``fastmath`` is off. ``THERMONET_FASTMATH=1`` enables only the flags that keep NaN/inf
   semantics (no ``nnan``, no ``ninf``), so divergence checks keep working.
+
+Cache invalidation
+------------------
+Numba keys a cached function on its own source file only, so a kernel that calls a kernel in
+another file keeps running the *old* callee after that file changes (measured here: the HMC
+trajectory kept an outdated gradient kernel). Functions compiled with :func:`kernel` are
+therefore stamped with a hash of their own file *and* of every ``.py`` file in
+``thermonet/kernels`` (plus the directories in ``THERMONET_KERNEL_DEPS``, separated by
+``os.pathsep``, for plugins whose kernels call each other across files): any edit recompiles
+them. This uses Numba's cache-locator hook and affects only functions compiled here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any, Callable
 
@@ -19,12 +30,69 @@ import numba
 SAFE_FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 _FASTMATH: Any = set(SAFE_FASTMATH) if os.environ.get("THERMONET_FASTMATH") == "1" else False
 _CACHE = os.environ.get("THERMONET_NUMBA_CACHE", "1") != "0"
+_KERNELS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _dependency_dirs() -> list[str]:
+    extra = [d for d in os.environ.get("THERMONET_KERNEL_DEPS", "").split(os.pathsep) if d]
+    return [_KERNELS_DIR, *extra]
+
+
+def _dependency_hash(own_file: str) -> bytes:
+    h = hashlib.sha256()
+    files = {os.path.abspath(own_file)}
+    for d in _dependency_dirs():
+        if os.path.isdir(d):
+            files.update(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".py"))
+    for path in sorted(files):
+        try:
+            with open(path, "rb") as fh:
+                h.update(path.encode())
+                h.update(fh.read())
+        except OSError:
+            pass
+    return h.digest()
+
+
+def _install_cache_locators() -> None:
+    """Put locators with the dependency-aware stamp in front of Numba's own (once)."""
+    try:
+        from numba.core import caching
+    except ImportError:  # pragma: no cover - a Numba without the hook: plain caching
+        return
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+    if impl is None or not isinstance(getattr(impl, "_locator_classes", None), list):
+        return
+    if any(getattr(c, "_thermonet", False) for c in impl._locator_classes):
+        return
+
+    class _Mixin:
+        _thermonet = True
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if not getattr(py_func, "_thermonet_kernel", False):
+                return None
+            return super().from_function(py_func, py_file)  # type: ignore[misc]
+
+        def get_source_stamp(self) -> Any:
+            return _dependency_hash(self._py_file)  # type: ignore[attr-defined]
+
+    bases = [getattr(caching, n) for n in ("UserProvidedCacheLocator", "InTreeCacheLocator",
+                                            "UserWideCacheLocator") if hasattr(caching, n)]
+    ours = [type("Thermonet" + b.__name__, (_Mixin, b), {}) for b in bases]
+    impl._locator_classes[:0] = ours
+
+
+if _CACHE:
+    _install_cache_locators()
 
 
 def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) -> Any:
     """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model)."""
 
     def wrap(f: Callable[..., Any]) -> Any:
+        f._thermonet_kernel = True  # type: ignore[attr-defined]
         return numba.njit(
             cache=_CACHE, nogil=True, error_model="numpy", fastmath=_FASTMATH, parallel=parallel
         )(f)

@@ -49,6 +49,18 @@ def drift(theta, p, inv_mass, step):
 
 
 @kernel
+def drift_check(theta, p, inv_mass, step, half_width, runaway):
+    """Drift, and in the same pass test the runaway guard: returns True if some
+    ``|theta_i| >= runaway * half_width_i`` (or theta is not finite) after the drift."""
+    bad = False
+    for i in range(theta.shape[0]):
+        t = theta[i] + step * inv_mass[i] * p[i]
+        theta[i] = t
+        bad |= not (abs(t) < runaway * half_width[i])
+    return bad
+
+
+@kernel
 def drift_reflect(theta, p, inv_mass, step, half_width):
     """Drift with reflection at the walls ``|theta_i| = half_width_i``; returns the number of
     reflections. ``theta`` and ``p`` are overwritten."""
@@ -140,14 +152,14 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     """
     e = np.nan
     n_ref = 0
+    # Adjacent half-kicks are merged: half kick, then (drift, gradient, full kick) per step
+    # with a half kick at the end. Two passes over the parameters per step.
+    kick(p, grad, 0.5 * step)
     for s in range(n_steps):
-        kick(p, grad, 0.5 * step)
         if wall == WALL_REFLECT:
             n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-        else:
-            drift(theta, p, inv_mass, step)
-            if beyond(theta, half_width, runaway):
-                return e, s + 1, RUNAWAY, n_ref
+        elif drift_check(theta, p, inv_mass, step, half_width, runaway):
+            return e, s + 1, RUNAWAY, n_ref
         # one code path for both precisions (Numba types every branch): with ``cast`` false,
         # theta_g and grad_g are theta and grad themselves
         if cast:
@@ -157,5 +169,5 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
             _copy_cast(grad_g, grad)
         if not math.isfinite(e):
             return e, s + 1, NON_FINITE, n_ref
-        kick(p, grad, 0.5 * step)
+        kick(p, grad, step if s < n_steps - 1 else 0.5 * step)
     return e, n_steps, OK, n_ref
