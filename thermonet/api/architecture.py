@@ -106,15 +106,21 @@ class Potential(abc.ABC):
         e = float("nan")
         n_ref = 0
         lf.kick(p, grad, 0.5 * step)
+        if wall == lf.WALL_REFLECT:
+            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+        elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
+            return e, 1, lf.RUNAWAY, n_ref
         for s in range(n_steps):
-            if wall == lf.WALL_REFLECT:
-                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-            elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
-                return e, s + 1, lf.RUNAWAY, n_ref
             e, _ = self.energy_and_grad(theta, grad)
             if not np.isfinite(e):
                 return e, s + 1, lf.NON_FINITE, n_ref
-            lf.kick(p, grad, step if s < n_steps - 1 else 0.5 * step)
+            if s == n_steps - 1:
+                lf.kick(p, grad, 0.5 * step)
+            elif wall == lf.WALL_REFLECT:
+                lf.kick(p, grad, step)
+                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+            elif lf.kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
+                return e, s + 2, lf.RUNAWAY, n_ref
         return e, n_steps, lf.OK, n_ref
 
 

@@ -61,6 +61,23 @@ def drift_check(theta, p, inv_mass, step, half_width, runaway):
 
 
 @kernel
+def kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
+    """A full kick then a drift, and the runaway test, in one pass over the parameters.
+
+    The same floating-point operations as :func:`kick` with ``half_step = step`` followed by
+    :func:`drift_check`, element by element, so the results are bitwise identical.
+    """
+    bad = False
+    for i in range(theta.shape[0]):
+        q = p[i] - step * grad[i]
+        p[i] = q
+        t = theta[i] + step * inv_mass[i] * q
+        theta[i] = t
+        bad |= not (abs(t) < runaway * half_width[i])
+    return bad
+
+
+@kernel
 def drift_reflect(theta, p, inv_mass, step, half_width):
     """Drift with reflection at the walls ``|theta_i| = half_width_i``; returns the number of
     reflections. ``theta`` and ``p`` are overwritten."""
@@ -152,14 +169,15 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     """
     e = np.nan
     n_ref = 0
-    # Adjacent half-kicks are merged: half kick, then (drift, gradient, full kick) per step
-    # with a half kick at the end. Two passes over the parameters per step.
+    # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full kick)
+    # with a half kick at the end. Without walls the full kick and the next drift (with the
+    # runaway test) are one fused pass over the parameters.
     kick(p, grad, 0.5 * step)
+    if wall == WALL_REFLECT:
+        n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+    elif drift_check(theta, p, inv_mass, step, half_width, runaway):
+        return e, 1, RUNAWAY, n_ref
     for s in range(n_steps):
-        if wall == WALL_REFLECT:
-            n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-        elif drift_check(theta, p, inv_mass, step, half_width, runaway):
-            return e, s + 1, RUNAWAY, n_ref
         # one code path for both precisions (Numba types every branch): with ``cast`` false,
         # theta_g and grad_g are theta and grad themselves
         if cast:
@@ -169,5 +187,11 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
             _copy_cast(grad_g, grad)
         if not math.isfinite(e):
             return e, s + 1, NON_FINITE, n_ref
-        kick(p, grad, step if s < n_steps - 1 else 0.5 * step)
+        if s == n_steps - 1:
+            kick(p, grad, 0.5 * step)
+        elif wall == WALL_REFLECT:
+            kick(p, grad, step)
+            n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+        elif kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
+            return e, s + 2, RUNAWAY, n_ref
     return e, n_steps, OK, n_ref

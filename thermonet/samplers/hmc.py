@@ -177,8 +177,8 @@ class HMC(Sampler):
         divergent = status != lf.OK
         if self._mixed and not divergent:
             e1 = self.potential.energy(theta)        # accept/reject only on float64 energies
-        in_box = self.prior is None or self._wall == lf.WALL_REFLECT or bool(
-            np.all(np.abs(theta) < self.half_width))
+        in_box = self.prior is None or self._wall == lf.WALL_REFLECT or not lf.beyond(
+            theta, self.half_width, 1.0)
         if divergent or not math.isfinite(e1):
             divergent = True
             d_h = math.inf if not math.isnan(e1) else math.nan
