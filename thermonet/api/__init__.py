@@ -8,8 +8,9 @@ sufficient.
 from __future__ import annotations
 
 from thermonet.api.architecture import Architecture, Potential, as_theta
+from thermonet.api.integrator import IntegrationResult, Integrator
 from thermonet.api.minimiser import Minimiser, MinimiseResult, build_config
 from thermonet.api.sampler import Sampler
 
-__all__ = ["Architecture", "Minimiser", "MinimiseResult", "Potential", "Sampler",
+__all__ = ["Architecture", "IntegrationResult", "Integrator", "Minimiser", "MinimiseResult", "Potential", "Sampler",
            "as_theta", "build_config"]

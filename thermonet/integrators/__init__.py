@@ -1,0 +1,1 @@
+"""Built-in quadrature rules for thermodynamic integration."""
