@@ -8,7 +8,7 @@ import numpy as np
 def unpack(theta, widths):
     """Split the flat vector into [(W, b), ...] with W of shape (out, in)."""
     layers, pos = [], 0
-    for n_in, n_out in zip(widths[:-1], widths[1:]):
+    for n_in, n_out in zip(widths[:-1], widths[1:], strict=True):
         w = theta[pos:pos + n_out * n_in].reshape(n_out, n_in)
         pos += n_out * n_in
         b = theta[pos:pos + n_out]

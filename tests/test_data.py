@@ -195,7 +195,7 @@ def test_resize16_is_pillow_bilinear_rounded() -> None:
     imgs = rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
     out = resize16(imgs)
     assert out.dtype == np.uint8 and out.shape == (5, 16, 16)
-    for img, o in zip(imgs, out):
+    for img, o in zip(imgs, out, strict=True):
         ref = Image.frombytes("L", (28, 28), img.tobytes()).resize((16, 16), Image.BILINEAR)
         np.testing.assert_array_equal(o, np.frombuffer(ref.tobytes(), np.uint8).reshape(16, 16))
     # antialiased: a constant image stays constant, a checkerboard is averaged to ~mid grey

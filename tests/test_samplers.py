@@ -6,6 +6,7 @@ estimator's own error bar (batch means over correlated chains): |estimate - exac
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ from thermonet.architectures.mlp import M3
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.priors import BoxPrior
-from thermonet.samplers.hmc import HMC, HMCConfig
+from thermonet.samplers.hmc import HMC
 from thermonet.samplers.rehmc import REHMCConfig, ReplicaExchangeHMC, geometric_ladder
 from thermonet.stats import batch_means
 from thermonet.testsystems import DoubleWell, Flat, Gaussian, GaussianMixture
@@ -97,7 +98,7 @@ def test_leapfrog_energy_error_is_second_order(d50, rng):
         e1, *_ = pot.trajectory(theta, p, g, np.ones(arch.n_params), dt, n, lf.WALL_NONE, half,
                                 10.0)
         errors.append(abs(e1 + 0.5 * p @ p - e0 - 0.5 * p0 @ p0))
-    for coarse, fine in zip(errors, errors[1:]):
+    for coarse, fine in itertools.pairwise(errors):
         assert 3.5 < coarse / fine < 4.5, errors
 
 
@@ -329,11 +330,11 @@ def test_rehmc_result_does_not_depend_on_workers(d50):
             infos.append(info)
         finals.append((st, infos))
     (a, ia), (b, ib) = finals
-    for sa, sb in zip(a.slots, b.slots):
+    for sa, sb in zip(a.slots, b.slots, strict=True):
         assert np.array_equal(sa.theta, sb.theta) and sa.energy == sb.energy
         assert sa.step_size == sb.step_size
-    for x, y in zip(ia, ib):
-        for fx, fy in zip(x, y):
+    for x, y in zip(ia, ib, strict=True):
+        for fx, fy in zip(x, y, strict=True):
             assert np.array_equal(fx, fy)
     assert np.array_equal(a.replica_k, b.replica_k)
     assert sum(int(i.n_accepted_k.sum()) for i in ia) > 0
@@ -373,5 +374,5 @@ def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng):
         ra = pot.trajectory(a[0], a[1], a[2], inv_m, 0.01, 7, wall, half, 10.0)
         rb = Potential.trajectory(pot, b[0], b[1], b[2], inv_m, 0.01, 7, wall, half, 10.0)
         assert ra == rb
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             assert np.array_equal(x, y)

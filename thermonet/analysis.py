@@ -74,7 +74,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     if k > 1 and n > 0:
         att = tr["swap_attempted_k"].sum(axis=0)
         accd = tr["swap_accepted_k"].sum(axis=0)
-        out["swap_acceptance"] = [float(a / b) if b else float("nan") for a, b in zip(accd, att)]
+        out["swap_acceptance"] = [float(a / b) if b else float("nan") for a, b in zip(accd, att, strict=True)]
         out["round_trips"] = round_trips(tr["replica_k"])
     else:
         out["swap_acceptance"] = []

@@ -260,7 +260,7 @@ def write_segment(run_dir: Path, run_uuid: str, rows: dict[str, list[Any]],
 def trim(run_dir: Path, iteration: int) -> list[Path]:
     """Remove trace segments beyond ``iteration`` and leftover temporary files."""
     removed = []
-    for first, last, path in list_segments(run_dir):
+    for _first, last, path in list_segments(run_dir):
         if last > iteration:
             path.unlink()
             removed.append(path)

@@ -164,7 +164,7 @@ def _restore_streams(streams: list[np.random.Generator], states: list[dict[str, 
     if len(states) != len(streams):
         raise CheckpointMismatchError(f"checkpoint holds {len(states)} random streams; this run "
                                       f"needs {len(streams)}")
-    for g, st in zip(streams, states):
+    for g, st in zip(streams, states, strict=True):
         g.bit_generator.state = st
 
 

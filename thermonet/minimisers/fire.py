@@ -44,7 +44,6 @@ from thermonet.minimisers.rmin import (
     STEP_SIZE_UNDERFLOW,
     STOPPED_BY_CALLBACK,
     Callback,
-    _fail,
     check_bool,
     check_int,
     check_real,

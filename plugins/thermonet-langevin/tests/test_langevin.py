@@ -252,11 +252,11 @@ def test_replica_exchange_recovers_mixture_mode_weights():
 def test_replica_exchange_is_identical_for_one_and_two_workers():
     runs = [_mixture_run(workers=w, n_iter=150) for w in (1, 2)]
     (_, _, a, xa, ia), (_, _, b, xb, ib) = runs
-    for sa, sb in zip(a.slots, b.slots):
+    for sa, sb in zip(a.slots, b.slots, strict=True):
         assert np.array_equal(sa.theta, sb.theta) and sa.energy == sb.energy
         assert np.array_equal(sa.momentum, sb.momentum) and sa.step_size == sb.step_size
-    for x, y in zip(ia, ib):
-        for fx, fy in zip(x, y):
+    for x, y in zip(ia, ib, strict=True):
+        for fx, fy in zip(x, y, strict=True):
             assert np.array_equal(fx, fy)
     assert np.array_equal(xa, xb) and np.array_equal(a.replica_k, b.replica_k)
     assert sum(int(i.swap_accepted_k.sum()) for i in ia) > 0
@@ -287,9 +287,9 @@ def test_same_seed_same_chain_and_exact_resume():
     resumed_rng = np.random.default_rng()
     resumed_rng.bit_generator.state = saved[1]
     second, _, _ = run(200, resumed_st, resumed_rng)
-    for (ta, pa, ia), (tb, pb, ib) in zip(full, again):
+    for (ta, pa, ia), (tb, pb, ib) in zip(full, again, strict=True):
         assert np.array_equal(ta, tb) and np.array_equal(pa, pb) and ia == ib
-    for (ta, pa, ia), (tb, pb, ib) in zip(full, first + second):
+    for (ta, pa, ia), (tb, pb, ib) in zip(full, first + second, strict=True):
         assert np.array_equal(ta, tb) and np.array_equal(pa, pb) and ia == ib
 
 
