@@ -1,9 +1,12 @@
 #!/usr/bin/env python
-"""Regenerate docs/cli.md from the Click help texts. Usage, from the repository root:
+"""Regenerate docs/cli.md and docs/config.md from the code.
+
+docs/cli.md comes from the Click help texts, docs/config.md from the config schema and the
+built-in plugins' settings. Usage, from the repository root:
 
     python scripts/gen_cli_docs.py [--check]
 
-With --check, exit 1 (and write nothing) when docs/cli.md is out of date.
+With --check, exit 1 (and write nothing) when either page is out of date.
 """
 
 from __future__ import annotations
@@ -11,14 +14,16 @@ from __future__ import annotations
 import pathlib
 import sys
 
-from thermonet.cli._docs import render
+from thermonet.cli._docs import render, render_config
 
-path = pathlib.Path(__file__).resolve().parent.parent / "docs" / "cli.md"
-text = render()
+docs = pathlib.Path(__file__).resolve().parent.parent / "docs"
+pages = {docs / "cli.md": render(), docs / "config.md": render_config()}
 if "--check" in sys.argv[1:]:
-    ok = path.exists() and path.read_text(encoding="utf-8") == text
-    print("docs/cli.md is up to date" if ok else "docs/cli.md is out of date: run "
-          "python scripts/gen_cli_docs.py")
-    sys.exit(0 if ok else 1)
-path.write_text(text, encoding="utf-8")
-print(f"wrote {path} ({len(text.splitlines())} lines)")
+    stale = [p.name for p, text in pages.items()
+             if not p.exists() or p.read_text(encoding="utf-8") != text]
+    print(f"out of date: {', '.join(stale)}; run python scripts/gen_cli_docs.py" if stale
+          else "docs/cli.md and docs/config.md are up to date")
+    sys.exit(1 if stale else 0)
+for path, text in pages.items():
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path} ({len(text.splitlines())} lines)")
