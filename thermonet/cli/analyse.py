@@ -1,0 +1,142 @@
+"""``thermonet analyse``: per-temperature analysis of a run directory (docs/analysis.md)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+
+def _num(v: float, width: int, fmt: str = ".4g") -> str:
+    return f"{'nan' if not math.isfinite(v) else format(v, fmt):>{width}}"
+
+
+def _pm(v: float, e: float, width: int, fmt: str = ".4g") -> str:
+    if not math.isfinite(v):
+        return f"{'nan':>{width}}"
+    s = format(v, fmt) + ("" if not math.isfinite(e) else f"±{format(e, '.2g')}")
+    return f"{s:>{width}}"
+
+
+def _pct(v: float, e: float, width: int) -> str:
+    if not math.isfinite(v):
+        return f"{'nan':>{width}}"
+    s = f"{100 * v:.1f}" + ("" if not math.isfinite(e) else f"±{100 * e:.1f}")
+    return f"{s:>{width}}"
+
+
+#: names inside the run directory that an output prefix must never produce
+_RUN_FILES = ("checkpoint", "config", "thermonet", "trace")
+
+
+@click.command(short_help="Per-temperature analysis of a run: energies, errors, ladder health.")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--out", "prefix", default=None, metavar="PREFIX",
+              help="Write PREFIX.csv, PREFIX_pairs.csv and PREFIX.h5 [default: RUN_DIR/analysis].")
+@click.option("--discard", type=float, default=None,
+              help="Fraction of iterations discarded as burn-in [default: the run's run.discard].")
+@click.option("--baseline", "baseline_path", type=click.Path(), default=None,
+              help="Reference from `thermonet baseline`: its --json output saved to a file, or "
+                   "its --out .npy of minima (or a directory holding baseline.json/.npy).")
+@click.option("--no-predictive", is_flag=True,
+              help="Skip the Bayesian predictive (average of the samples' softmax outputs).")
+@click.option("--no-test", is_flag=True,
+              help="Skip the test set (no test energies or errors: only the trace and the "
+                   "training error).")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Threads over stored samples (the result does not depend on it).")
+@click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
+              envvar="THERMONET_MNIST_DIR", help="Directory of the MNIST IDX files.")
+def analyse(run_dir: str, prefix: str | None, discard: float | None,
+            baseline_path: str | None, no_predictive: bool, no_test: bool, workers: int,
+            mnist_dir: str | None) -> None:
+    """Analyse the run in RUN_DIR and write the tables next to it.
+
+    Per temperature: acceptance, dt, mean training and test energy (total and per point) with
+    autocorrelation-aware error bars, training and test errors, the Bayesian predictive test
+    energy and error, Var(E)/T^2, the autocorrelation time and the number of stored samples.
+    Per adjacent pair: swap acceptance. Also the uninformed-classifier and baseline reference
+    lines, the temperature of minimum test error and the paper's stopping rule. Warnings (a
+    ladder that does not mix, too few samples) go to stderr. The run's own files are only
+    read.
+
+    \b
+    Example:
+        thermonet analyse runs/quickstart
+        thermonet analyse runs/fig3_M3_D500 --baseline baseline_D500.json --workers 2
+    """
+    from thermonet.analysis import analyse as run_analyse
+    from thermonet.errors import ConfigError
+
+    run = Path(run_dir)
+    out = Path(prefix) if prefix is not None else run / "analysis"
+    if out.parent.resolve() == run.resolve() and out.name in _RUN_FILES:
+        raise ConfigError(f"--out {out} would overwrite the run's own files; choose another "
+                          "prefix, e.g. RUN_DIR/analysis")
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.parent} does not exist; create it or "
+                          "choose another prefix")
+    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
+                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir)
+    csv_path = out.with_name(out.name + ".csv")
+    pairs_path = out.with_name(out.name + "_pairs.csv")
+    h5_path = out.with_name(out.name + ".h5")
+    a.to_csv(csv_path, pairs_path)
+    a.to_hdf5(h5_path)
+
+    m, t = a.meta, a.table
+    arch = m["architecture"].get("name") if isinstance(m["architecture"], dict) else None
+    click.echo(f"run        {m['run_dir']}  ({arch} on {m['data']}; "
+               f"{m['n_train']} training, {m['n_test']} test images"
+               f"{'' if not m['test_kind'] else ', ' + str(m['test_kind'])})")
+    click.echo(f"iterations {m['iterations']}, used {m['iterations_used']} after discarding "
+               f"{m['discarded_iterations']} ({m['discard']:g}); {m['n_samples']} stored "
+               "samples per temperature")
+    click.echo("per point: energies / N; errors in %; ± one standard error")
+    click.echo(f"{'T':>9} {'acc':>5} {'dt':>9} {'E_train/N':>17} {'E_test/N':>17} "
+               f"{'err_train':>10} {'err_test':>10} {'pred E/N':>9} {'pred err':>8} "
+               f"{'Var(E)/T^2':>17} {'tau':>6} {'n':>4}")
+    for k in range(len(a.temperatures)):
+        click.echo(
+            f"{t['temperature'][k]:>9.4g} {_num(t['acceptance'][k], 5, '.2f')} "
+            f"{_num(t['dt'][k], 9, '.3g')} "
+            f"{_pm(t['train_energy_per_point'][k], t['train_energy_per_point_err'][k], 17)} "
+            f"{_pm(t['test_energy_per_point'][k], t['test_energy_per_point_err'][k], 17)} "
+            f"{_pct(t['train_error'][k], t['train_error_err'][k], 10)} "
+            f"{_pct(t['test_error'][k], t['test_error_err'][k], 10)} "
+            f"{_num(t['predictive_test_energy_per_point'][k], 9)} "
+            f"{_num(100 * t['predictive_test_error'][k], 8, '.1f')} "
+            f"{_pm(t['heat_capacity'][k], t['heat_capacity_err'][k], 17)} "
+            f"{_num(t['tau_train_energy'][k], 6, '.3g')} {int(t['n_samples'][k]):>4}")
+    if len(a.temperatures) > 1:
+        click.echo("swap acceptance per adjacent pair:")
+        for lo, hi, r, n in zip(a.pairs["t_low"], a.pairs["t_high"],
+                                a.pairs["swap_acceptance"], a.pairs["swap_attempts"],
+                                strict=True):
+            click.echo(f"  T {lo:.4g} - {hi:.4g}: {_num(100 * r, 5, '.1f')}%  ({n} attempts)")
+        per = m["round_trips_per_replica"]
+        click.echo(f"round trips T_min -> T_max -> T_min: {m['round_trips']} "
+                   f"(per replica: {', '.join(str(v) for v in per)})")
+    r, b = a.references, a.best
+    click.echo(f"uninformed classifier: E/N = ln {m['n_classes']} = "
+               f"{r['uninformed_per_point']:.4f}, error {100 * r['uninformed_error']:.0f}%")
+    if math.isfinite(r["baseline_test_energy_per_point"]):
+        click.echo(f"standard optimisation: E_test/N = "
+                   f"{_pm(r['baseline_test_energy_per_point'], r['baseline_test_energy_per_point_err'], 0)}"
+                   f", error {_pct(r['baseline_test_error'], r['baseline_test_error_err'], 0)}% "
+                   f"({r['baseline_n_kept']:.0f} minima)")
+    if math.isfinite(b["min_test_error_temperature"]):
+        click.echo(f"minimum test error {100 * b['min_test_error']:.2f}% at T = "
+                   f"{b['min_test_error_temperature']:.4g}; minimum test energy "
+                   f"{b['min_test_energy_per_point']:.4g} per point at T = "
+                   f"{b['min_test_energy_temperature']:.4g}")
+        stop = b["stopping_stopped_at"]
+        click.echo(f"stopping rule (cool from T_max until the test error rises by > "
+                   f"{m['stop_sigma']:g} sigma): T = {b['stopping_temperature']:.4g}, test "
+                   f"error {100 * b['stopping_test_error']:.2f}%"
+                   + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
+                      else " (no rise down to T_min)"))
+    click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
+    for w in a.warnings:
+        click.echo(f"warning: {w}", err=True)
