@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "run": "thermonet.cli.run:run",
     "resume": "thermonet.cli.run:resume",
     "info": "thermonet.cli.run:info",
+    "analyse": "thermonet.cli.analyse:analyse",
     "minimise": "thermonet.cli.minimise:minimise",
     "baseline": "thermonet.cli.minimise:baseline",
 }
