@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "analyse": "thermonet.cli.analyse:analyse",
     "minimise": "thermonet.cli.minimise:minimise",
     "baseline": "thermonet.cli.minimise:baseline",
+    "evidence": "thermonet.cli.evidence:evidence",
 }
 
 

@@ -1,0 +1,96 @@
+"""``thermonet evidence``: Bayesian model selection by thermodynamic integration and Laplace."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def _quiet(ctx: click.Context, quiet: bool) -> bool:
+    root = ctx.find_root()
+    return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+@click.command(short_help="Evidence of each model (TI and Laplace) and the Bayes factors.")
+@click.argument("config_path", metavar="CONFIG.toml", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Result directory [default: runs/<config name>]; re-running on the same "
+                   "directory continues it.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config value, e.g. --set ti.n_bridges=20 (repeatable).")
+@click.option("--workers", type=int, default=None,
+              help="Threads running minimisations and TI runs (never changes the result).")
+@click.option("--no-convergence", is_flag=True,
+              help="Skip the convergence report (quick look); the numbers are marked "
+                   "unchecked.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the summary as one JSON object on stdout instead of the table.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_context
+def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tuple[str, ...],
+             workers: int | None, no_convergence: bool, as_json: bool, quiet: bool) -> None:
+    """Compute the evidence of every model in CONFIG.toml and the log Bayes factors.
+
+    For each model: find its minima (or load them), run thermodynamic integration (repeats
+    in parallel) and the Laplace approximation at the same minimum, then print model, d,
+    E(w0), log ∫, log ∏σ, log evidence ± error, the Laplace estimate beside it, and
+    ln[p(B|D)/p(A|D)] ± error. The convergence report reruns each TI with the reference k
+    x0.5 and x2, twice the λ points, twice the samples, the reverse sweep and another seed; an
+    estimate that disagrees is marked NOT CONVERGED and the command exits with status 3.
+
+    Everything is stored in --out (summary.json, summary.h5, table.txt, each run's files);
+    running the same command again continues an interrupted calculation, and a directory
+    holding a different configuration is refused.
+
+    \b
+    Examples:
+        thermonet evidence sample_runs/evidence_M1_vs_M3_D500_quick.toml --out runs/ev_quick
+        thermonet evidence sample_runs/evidence_M1_vs_M3_D500.toml --set ti.method=paper
+    """
+    from thermonet import config as cfgmod
+    from thermonet.evidence import config as evcfg
+    from thermonet.evidence.run import (EXIT_NOT_CONVERGED, format_convergence, format_table,
+                                        run_evidence)
+    from thermonet.runner import detach_log
+
+    overrides = cfgmod.parse_set(list(sets))
+    commandline: dict[str, Any] = {}
+    if workers is not None:
+        commandline["evidence.workers"] = workers
+    if no_convergence:
+        commandline["evidence.convergence"] = False
+    cfg = evcfg.load(config_path, overrides, commandline)
+    out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    q = _quiet(ctx, quiet)
+    if not q:
+        click.echo(f"evidence directory: {out}", err=True)
+    try:
+        summary = run_evidence(cfg, out, quiet=q)
+    finally:
+        detach_log()
+    if as_json:
+        click.echo(json.dumps(_json_safe(summary), sort_keys=True, default=str))
+    else:
+        click.echo(format_table(summary))
+        click.echo("")
+        click.echo(format_convergence(summary))
+    if summary["converged"] is False:
+        if not q:
+            click.echo(f"NOT CONVERGED: see the convergence report in {out}/table.txt",
+                       err=True)
+        sys.exit(EXIT_NOT_CONVERGED)
