@@ -1,0 +1,115 @@
+"""``thermonet anneal``: simulated annealing with early stopping on a validation set."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def _quiet(ctx: click.Context, quiet: bool) -> bool:
+    root = ctx.find_root()
+    return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def _pct(v: Any) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
+
+
+@click.command(short_help="Simulated annealing with validation early stopping (paper Sec. 5).")
+@click.argument("config_path", metavar="CONFIG.toml", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Output directory [default: runs/<config name>].")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a config value, e.g. --set anneal.patience=4 (repeatable).")
+@click.option("--seed", type=int, default=None, help="Override run.seed.")
+@click.option("--resume", is_flag=True,
+              help="Continue the anneal in --out from its last completed temperature.")
+@click.option("--overwrite", is_flag=True, help="Discard an anneal already in --out.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.pass_context
+def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tuple[str, ...],
+           seed: int | None, resume: bool, overwrite: bool, quiet: bool,
+           as_json: bool) -> None:
+    """Anneal CONFIG.toml: cool with HMC until the average validation error starts to
+    increase, then keep the parameters with the lowest validation error.
+
+    Writes DIR/anneal.h5 (the per-temperature table, the best parameters as dataset `theta`,
+    and the checkpoint, replaced atomically after every temperature) and DIR/anneal.json (the
+    summary). Stop it at any time and continue with --resume: the result is bit-for-bit that
+    of an uninterrupted anneal. The best parameters load anywhere a parameter file is
+    accepted, e.g. `thermonet evaluate --arch M3 --data D500 --params DIR/anneal.h5`.
+
+    \b
+    Example:
+        thermonet anneal sample_runs/anneal_M3_D500_quick.toml --out runs/anneal_quick
+    """
+    from thermonet import config as cfgmod
+    from thermonet.annealing import ANNEAL_H5, Annealer, load_config
+    from thermonet.errors import ConfigError
+
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other; --resume continues the "
+                          "anneal in --out, --overwrite discards it")
+    overrides = cfgmod.parse_set(list(sets))
+    commandline = {"run.seed": seed} if seed is not None else {}
+    cfg = load_config(config_path, overrides, commandline)
+    out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    q = _quiet(ctx, quiet)
+    if resume:
+        if not (out / ANNEAL_H5).is_file():
+            raise ConfigError(f"--resume: {out} holds no anneal ({out / ANNEAL_H5} is missing); "
+                              "start it without --resume")
+        ann = Annealer.open(out, cfg)
+        if not q:
+            click.echo(f"resuming {out} after {ann.n_done} temperature(s)", err=True)
+    else:
+        ann = Annealer.create(cfg, out, overwrite=overwrite)
+        if not q:
+            v = ann.s.validation
+            click.echo(f"anneal in {out}: {ann.s.arch.name} on {ann.s.split.train.name}, "
+                       f"validation {len(v)} images ({v.provenance['pool']} pool), test "
+                       f"{ann.s.test.name} ({len(ann.s.test)}), {len(ann.s.schedule)} "
+                       f"temperatures", err=True)
+    n_total = len(ann.s.schedule)
+    t0 = time.monotonic()
+
+    def progress(a: Annealer) -> None:
+        if q:
+            return
+        t = a.table
+        k = a.n_done - 1
+        best = a.best
+        click.echo(f"T {k + 1}/{n_total} = {t['temperature'][k]:.4g}  acc "
+                   f"{t['acceptance'][k]:.2f}  dt {t['step_size'][k]:.3g}  <E> "
+                   f"{t['energy_mean'][k]:.5g}  val err {_pct(t['val_error_mean'][k])} "
+                   f"(run. avg {_pct(t['running_average'][k])}; best vector "
+                   f"{_pct(best.get('val_error'))} at T = {best.get('temperature', math.nan):.4g})"
+                   f"  {t['seconds'][k]:.1f} s  elapsed {time.monotonic() - t0:.0f} s",
+                   err=True)
+
+    ann.run(progress=progress)
+    summary = ann.summary()
+    if as_json:
+        click.echo(json.dumps(summary, sort_keys=True))
+        return
+    b = summary["best"]
+    click.echo(f"stopped        {summary['stop_reason']} ({summary['n_temperatures_done']} of "
+               f"{n_total} temperatures, {summary['elapsed_s']:.1f} s)")
+    click.echo(f"best vector    T = {b['temperature']:.6g} (temperature "
+               f"{b['temperature_index'] + 1}, trajectory {b['trajectory'] + 1})")
+    click.echo(f"validation     error {_pct(b['val_error'])}, energy "
+               f"{b['val_energy_per_point']:.6g} per point ({summary['validation']['set']}, "
+               f"{summary['validation']['n']})")
+    click.echo(f"train          error {_pct(b['train_error'])}, energy "
+               f"{b['train_energy']:.6g}")
+    ts = b["test"]
+    click.echo(f"test           error {_pct(ts['error'])}, energy {ts['energy_per_point']:.6g} "
+               f"per point ({ts['set']}, {ts['n']})")
+    click.echo(f"saved          {out / ANNEAL_H5} (best parameters: dataset theta), "
+               f"{out / 'anneal.json'}")
