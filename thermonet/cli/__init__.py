@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "minimise": "thermonet.cli.minimise:minimise",
     "baseline": "thermonet.cli.minimise:baseline",
     "evidence": "thermonet.cli.evidence:evidence",
+    "anneal": "thermonet.cli.anneal:anneal",
 }
 
 
