@@ -1,0 +1,184 @@
+"""Thermodynamic integration: the reference partition function against quadrature, TI against
+closed forms and brute-force integrals, checkpoint/resume, and reproducibility."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from thermonet.errors import CheckpointMismatchError, ConfigError
+from thermonet.evidence.ti import (
+    BridgePotential,
+    Reference,
+    TIConfig,
+    fit_reference,
+    log_truncated_gaussian,
+    repeat_ti,
+    thermodynamic_integration,
+)
+from thermonet.priors import BoxPrior
+from thermonet.testsystems import Gaussian
+
+# small, fast settings: 12 λ points, short trajectories
+FAST = dict(n_bridges=10, n_burn_in=20, n_samples=100, n_leapfrog=10, step_size=0.3,
+            kfit_burn_in=100, kfit_samples=300, initial_burn_in=60)
+
+
+def quad_log_trunc(k: float, w0: float, a: float, t: float) -> float:
+    """log ∫_{-a}^{a} exp(-k (w - w0)²/(2T)) dw by adaptive quadrature (shifted so the
+    integrand's maximum inside the box is 1)."""
+    c = min(max(w0, -a), a)
+    shift = k * (c - w0) ** 2 / (2 * t)
+    s = math.sqrt(t / k) if k > 0 else math.inf
+    lo, hi = max(-a, c - 40 * s), min(a, c + 40 * s)   # beyond: < exp(-800) of the peak
+    pts = [c] if lo < c < hi else None
+    val, _ = integrate.quad(lambda w: math.exp(-k * (w - w0) ** 2 / (2 * t) + shift), lo, hi,
+                            points=pts, epsabs=0, epsrel=1e-12, limit=200)
+    return math.log(val) - shift
+
+
+def gaussian_box_log_z(k, mu, a, t):
+    return sum(quad_log_trunc(ki, mi, ai, t) for ki, mi, ai in zip(k, mu, a))
+
+
+# --- the reference's partition function -------------------------------------------------------
+
+@pytest.mark.parametrize("k, w0, a, t", [
+    (1.0, 0.3, 50.0, 1.0),        # box far away
+    (2.0, 0.4, 1.0, 1.0),         # box cuts the Gaussian
+    (3.0, 0.9, 1.0, 0.5),         # off-centre near a wall
+    (1e3, 0.999, 1.0, 1.0),       # narrow, 0.03 from the wall
+    (1e-3, 0.5, 2.0, 1.0),        # nearly flat
+    (1e-9, -1.5, 2.0, 1.0),       # nearly flat (series branch)
+    (1e6, 0.2, 1.0, 1e-2),        # huge k
+    (5.0, 1.3, 1.0, 1.0),         # w0 outside the box
+])
+def test_log_truncated_gaussian_matches_quadrature(k, w0, a, t):
+    got = float(log_truncated_gaussian(k, w0, a, t))
+    assert got == pytest.approx(quad_log_trunc(k, w0, a, t), rel=1e-10, abs=1e-10)
+
+
+def test_log_truncated_gaussian_limits():
+    a = 2.5
+    assert log_truncated_gaussian(0.0, 0.7, a, 1.0) == pytest.approx(math.log(2 * a), abs=0)
+    # k -> 0 tends smoothly to log 2a (the series and the erf branches agree near the switch)
+    ks = np.logspace(-14, -6, 33)
+    vals = log_truncated_gaussian(ks, 0.7, a, 1.0)
+    assert np.all(np.diff(vals) < 0) and vals[0] == pytest.approx(math.log(2 * a), abs=1e-13)
+    for kk in (1e-11, 1e-10, 1e-9):  # around the switch q(a+|w0|) = 1e-5
+        assert float(log_truncated_gaussian(kk, 0.7, a, 1.0)) == pytest.approx(
+            quad_log_trunc(kk, 0.7, a, 1.0), abs=1e-14)
+    # huge k: no overflow or NaN, the full Gaussian integral
+    for kk in (1e12, 1e200):
+        v = float(log_truncated_gaussian(kk, 0.3, 1.0, 1.0))
+        assert v == pytest.approx(0.5 * math.log(2 * math.pi / kk), rel=1e-12)
+    # exactly at a wall: half a Gaussian
+    assert float(log_truncated_gaussian(1e8, 1.0, 1.0, 1.0)) == pytest.approx(
+        0.5 * math.log(2 * math.pi / 1e8) - math.log(2), rel=1e-12)
+    assert np.all(np.isfinite(log_truncated_gaussian(np.logspace(-300, 300, 61), 0.99, 1.0,
+                                                     1.0)))
+
+
+def test_log_z0_exact_and_centred():
+    a = np.array([1.0, 2.0, 3.0])
+    k = np.array([2.0, 0.5, 7.0])
+    w0 = np.array([0.6, -1.2, 0.0])
+    uni = np.array([False, False, True])
+    ref = Reference(w0, k, uni, 1.7)
+    t = 0.8
+    exact = -1.7 / t + quad_log_trunc(2.0, 0.6, 1.0, t) + quad_log_trunc(0.5, -1.2, 2.0, t) \
+        + math.log(6.0)
+    assert ref.log_z0(a, t) == pytest.approx(exact, rel=1e-12)
+    # the legacy formula is the box centred on w0; it differs when the box cuts off-centre
+    centred = -1.7 / t + quad_log_trunc(2.0, 0.0, 1.0, t) + quad_log_trunc(0.5, 0.0, 2.0, t) \
+        + math.log(6.0)
+    assert ref.log_z0(a, t, "centred") == pytest.approx(centred, rel=1e-12)
+    assert abs(ref.log_z0(a, t, "centred") - ref.log_z0(a, t)) > 0.1
+    # ... and equals the exact one when w0 = 0
+    ref0 = Reference(np.zeros(3), k, uni, 1.7)
+    assert ref0.log_z0(a, t, "centred") == pytest.approx(ref0.log_z0(a, t), rel=1e-14)
+    assert ref.scaled(2.0).k == pytest.approx(2 * ref.k)
+
+
+def test_bridge_potential_energy_gradient_and_derivative():
+    g = Gaussian(3, stiffness=[1.0, 2.0, 3.0], centre=[0.1, -0.2, 0.3]).potential()
+    ref = Reference(np.array([0.1, -0.2, 0.3]), np.array([0.5, 4.0, 0.0]),
+                    np.array([False, False, True]), g.energy(np.array([0.1, -0.2, 0.3])))
+    b = BridgePotential(g, ref)
+    rng = np.random.default_rng(1)
+    for lam in (0.0, 0.3, 1.0):
+        b.lam = lam
+        w = rng.normal(size=3)
+        e, gr = b.energy_and_grad(w)
+        d = w - ref.w0
+        want = ref.energy0 + (1 - lam) * (g.energy(w) - ref.energy0) + \
+            lam * 0.5 * np.sum(ref.k * d * d)
+        assert e == pytest.approx(want, rel=1e-14) and b.energy(w) == pytest.approx(want)
+        h = 1e-6
+        fd = [(b.energy(w + h * np.eye(3)[i]) - b.energy(w - h * np.eye(3)[i])) / (2 * h)
+              for i in range(3)]
+        assert gr == pytest.approx(fd, rel=1e-7, abs=1e-8)
+        # dJ/dλ by finite differences in λ
+        b.lam = 0.5
+        j1 = b.energy(w)
+        b.lam = 0.5 + 1e-6
+        j2 = b.energy(w)
+        assert (j2 - j1) / 1e-6 == pytest.approx(b.dj_dlambda(w, g.energy(w)), rel=1e-6,
+                                                  abs=1e-8)
+
+
+# --- TI against closed forms -----------------------------------------------------------------
+
+@pytest.mark.parametrize("sigma", [[40.0, 40.0], [2.0, 1.5]], ids=["box-far", "box-cuts"])
+def test_ti_gaussian_in_box(sigma):
+    k, mu = [1.0, 4.0], [0.5, -0.3]
+    pot = Gaussian(2, stiffness=k, centre=mu).potential()
+    prior = BoxPrior(np.array(sigma))
+    r = thermodynamic_integration(pot, np.array(mu), prior, TIConfig(**FAST), seed=1)
+    exact = gaussian_box_log_z(k, mu, prior.half_width, 1.0)
+    assert r.method == "ti" and r.is_finite
+    assert 0 < r.log_integral_error < 0.1
+    assert abs(r.log_integral - exact) < 4 * r.log_integral_error
+    d = r.details
+    assert len(d["lambdas"]) == 12 and d["lambdas"][0] == 0 and d["lambdas"][-1] == 1
+    assert r.log_integral_error == pytest.approx(
+        math.hypot(d["log_integral_mc_error"], d["log_integral_quadrature_error"]))
+
+
+def test_ti_resume_is_bit_identical_and_mismatch_is_refused(tmp_path):
+    mu = np.array([0.5, -0.3])
+    pot = Gaussian(2, stiffness=[1.0, 4.0], centre=mu).potential()
+    prior = BoxPrior(np.array([2.0, 1.5]))
+    cfg = TIConfig(**{**FAST, "n_samples": 20})
+    whole = thermodynamic_integration(pot, mu, prior, cfg, seed=3)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at(j, n, info):
+        assert n == 12 and set(info) >= {"lambda", "mean", "sem", "acceptance"}
+        if j == 4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        thermodynamic_integration(pot, mu, prior, cfg, seed=3, run_dir=tmp_path,
+                                  progress=stop_at)
+    resumed = thermodynamic_integration(pot, mu, prior, cfg, seed=3, run_dir=tmp_path)
+    assert resumed.log_integral == whole.log_integral
+    for key in ("dj_mean", "dj_sem", "step_size", "acceptance"):
+        assert resumed.details[key] == whole.details[key]
+    with pytest.raises(CheckpointMismatchError, match="different"):
+        thermodynamic_integration(pot, mu, prior, cfg, seed=4, run_dir=tmp_path)
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="method"):
+        TIConfig(method="fast")
+    c = TIConfig(method="paper")
+    assert (c.wall, c.reference, c.f0) == ("endpoint", "free", "centred")
+    c = TIConfig()
+    assert (c.wall, c.reference, c.f0) == ("reflect", "box", "exact")
+    assert c.lambdas.size == 102 and c.lambdas[1] == pytest.approx(1 / 101)
