@@ -53,3 +53,7 @@ class CheckpointFormatError(CheckpointError):
 
 class ConvergenceError(ThermonetError):
     """An iterative procedure did not converge."""
+
+
+class PlotError(ThermonetError):
+    """A figure cannot be drawn or saved (unknown kind or format, unusable run or baseline)."""

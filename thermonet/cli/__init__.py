@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "thermonet.cli.minimise:baseline",
     "evidence": "thermonet.cli.evidence:evidence",
     "anneal": "thermonet.cli.anneal:anneal",
+    "plot": "thermonet.cli.plot:plot",
 }
 
 

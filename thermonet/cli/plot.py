@@ -1,0 +1,85 @@
+"""``thermonet plot``: figures of one or several run directories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+#: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
+#: which a test checks, so that this module need not import the plotting code for --help)
+KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
+
+
+@click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat.")
+@click.argument("run_dirs", metavar="DIR [DIR ...]", nargs=-1, required=True,
+                type=click.Path(file_okay=False))
+@click.option("--kind", required=True, type=click.Choice(KIND_CHOICES),
+              help="Which figure (see below).")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="Output file; the format comes from its suffix: .png, .pdf or .svg.")
+@click.option("--baseline", "baselines", multiple=True, metavar="PATH|none",
+              help="energy: the JSON of `thermonet baseline --json` for each DIR, in order "
+                   "(repeat once per DIR; 'none' for a DIR without).")
+@click.option("--discard", type=float, default=None,
+              help="Burn-in fraction of iterations to drop [default: each run's run.discard].")
+@click.option("--follow", type=click.Choice(("slot", "replica")), default="slot",
+              show_default=True,
+              help="replicas: one line per temperature slot or per replica.")
+@click.option("--temperature", type=float, default=1.0, show_default=True,
+              help="size: the temperature to read the training energy at.")
+@click.option("--nearest", is_flag=True,
+              help="size: take the nearest ladder temperature instead of interpolating in "
+                   "log T.")
+@click.option("--no-test", is_flag=True,
+              help="energy: training data only (no evaluation of the samples on test data).")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="energy: threads evaluating the samples on the test data.")
+@click.option("--dpi", type=float, default=150, show_default=True, help="Resolution (png).")
+@click.pass_context
+def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
+         baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
+         nearest: bool, no_test: bool, workers: int, dpi: float) -> None:
+    """Draw a figure of the runs in DIR ... and write it to --out.
+
+    \b
+    Kinds:
+      replicas  E(D|w) of every slot (or replica, --follow replica) over the iterations,
+                coloured by log T (paper Fig. 2); one figure per DIR, stacked
+      energy    <E>_T per data point on training and test data versus T, several DIRs on
+                one plot, with ln 10 (uninformed classifier) and --baseline lines
+                (paper Figs. 3, 4)
+      size      training <E> per data point at T = 1 versus training-set size, one point
+                per DIR (blog Fig. 3)
+      ladder    swap acceptance, replica paths, dt and acceptance per T (2x2)
+      heat      heat capacity Var(E)/T^2 versus T
+
+    \b
+    Examples:
+        thermonet plot runs/quickstart --kind replicas --out replicas.png
+        thermonet plot runs/D50 runs/D500 --kind energy --out fig3.pdf \\
+            --baseline base_D50.json --baseline base_D500.json
+        thermonet plot runs/D50 runs/D500 runs/D5000 --kind size --out size.svg
+    """
+    from thermonet import plotting
+    from thermonet.errors import PlotError
+
+    plotting.output_format(out_path)  # a bad suffix fails before any work
+    options: dict[str, Any] = {"discard": discard}
+    if baselines and kind != "energy":
+        raise PlotError(f"--baseline applies to --kind energy only (got --kind {kind})")
+    if kind == "energy":
+        if baselines:
+            if len(baselines) != len(run_dirs):
+                raise PlotError(f"{len(baselines)} --baseline for {len(run_dirs)} DIR(s); give "
+                                "one per DIR, in order ('none' for a DIR without)")
+            options["baselines"] = [None if b.lower() == "none" else b for b in baselines]
+        options.update(test=not no_test, workers=workers)
+    elif kind == "replicas":
+        options["follow"] = follow
+    elif kind == "size":
+        options.update(temperature=temperature, method="nearest" if nearest else "interpolate")
+    plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)
+    root = ctx.find_root()
+    if not (root.obj and root.obj.get("quiet")):
+        click.echo(f"wrote {out_path}", err=True)
