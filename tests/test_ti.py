@@ -182,3 +182,170 @@ def test_config_validation():
     c = TIConfig()
     assert (c.wall, c.reference, c.f0) == ("reflect", "box", "exact")
     assert c.lambdas.size == 102 and c.lambdas[1] == pytest.approx(1 / 101)
+
+
+# --- non-Gaussian targets against quadrature -------------------------------------------------
+
+def test_ti_double_well_against_quadrature():
+    from thermonet.testsystems import DoubleWell
+
+    dw = DoubleWell(1, height=1.0, prior_scale=4.0)          # box |w| < 2
+    pot = dw.potential()
+    prior = BoxPrior.for_architecture(dw)
+    exact = math.log(integrate.quad(lambda w: math.exp(-pot.energy(np.array([w]))), -2, 2,
+                                    points=[-1, 0, 1], epsrel=1e-12)[0])
+    r = thermodynamic_integration(pot, np.array([1.0]), prior,
+                                  TIConfig(**{**FAST, "n_bridges": 20}), seed=2)
+    assert r.log_integral_error < 0.1
+    assert abs(r.log_integral - exact) < 4 * r.log_integral_error
+
+
+def _quartic():
+    from thermonet.api import Potential
+
+    class QuarticPotential(Potential):
+        """E = w1^4 + (w2 - 0.5 w1)^2 + 0.3 w1^2 w2^2: anharmonic and coupled."""
+
+        n_params = 2
+
+        def energy(self, theta):
+            a, b = float(theta[0]), float(theta[1])
+            return a ** 4 + (b - 0.5 * a) ** 2 + 0.3 * a * a * b * b
+
+        def energy_and_grad(self, theta, grad_out=None):
+            a, b = float(theta[0]), float(theta[1])
+            g = np.array([4 * a ** 3 - (b - 0.5 * a) + 0.6 * a * b * b,
+                          2 * (b - 0.5 * a) + 0.6 * a * a * b])
+            if grad_out is not None:
+                grad_out[:] = g
+                g = grad_out
+            return self.energy(theta), g
+
+    return QuarticPotential()
+
+
+def test_ti_coupled_quartic_against_quadrature():
+    pot = _quartic()
+    prior = BoxPrior(np.array([3.0, 4.0]))
+    val, _ = integrate.nquad(lambda a, b: math.exp(-pot.energy((a, b))), [[-1.5, 1.5],
+                                                                         [-2.0, 2.0]],
+                             opts={"epsrel": 1e-10})
+    r = thermodynamic_integration(pot, np.zeros(2), prior,
+                                  TIConfig(**{**FAST, "n_bridges": 20}), seed=5)
+    assert r.log_integral_error < 0.1
+    assert abs(r.log_integral - math.log(val)) < 4 * r.log_integral_error
+
+
+def test_ti_tiny_network_against_brute_force():
+    """Softmax regression, 1 input, 2 classes (4 parameters). The energy depends on the
+    weight and bias differences only, so the box integral is the 2-D integral of
+    exp(-E(u, v)) (2a_w - |u|)(2a_b - |v|), computed by nquad; the two exactly flat
+    directions are what the 'uniform' reference directions are for."""
+    from scipy.optimize import minimize
+
+    from thermonet.architectures.mlp import MLP
+
+    arch = MLP(n_inputs=1, hidden=(), n_outputs=2)
+    x = np.array([[-1.0], [-0.5], [0.3], [0.8], [1.2], [-0.2], [0.1]])
+    y = np.array([0, 0, 1, 1, 1, 1, 0])
+    pot = arch.potential(x=x, y=y)
+    a = 2.0
+    prior = BoxPrior(np.full(4, 2 * a))
+    # layout: W (2 outputs x 1 input) then b (2): theta = (w_0, w_1, b_0, b_1)
+
+    def e_uv(u, v):
+        return pot.energy(np.array([0.5 * u, -0.5 * u, 0.5 * v, -0.5 * v]))
+
+    val, _ = integrate.nquad(lambda u, v: math.exp(-e_uv(u, v)) * (2 * a - abs(u))
+                             * (2 * a - abs(v)), [[-2 * a, 2 * a], [-2 * a, 2 * a]],
+                             opts={"epsrel": 1e-9, "points": [0.0]})
+    exact = math.log(val)
+    m = minimize(lambda z: e_uv(*z), np.zeros(2), method="Nelder-Mead",
+                 options={"xatol": 1e-10, "fatol": 1e-12})
+    u0, v0 = m.x
+    theta0 = np.array([0.5 * u0, -0.5 * u0, 0.5 * v0, -0.5 * v0])
+    r = thermodynamic_integration(pot, theta0, prior, TIConfig(**{**FAST, "n_bridges": 20}),
+                                  seed=7)
+    assert r.details["n_uniform"] >= 2
+    assert r.log_integral_error < 0.3
+    assert abs(r.log_integral - exact) < 4 * r.log_integral_error
+
+
+# --- both recipes, NaN energies, reproducibility ---------------------------------------------
+
+def test_paper_recipe_runs_and_differs_only_by_its_reference_formula():
+    mu = np.array([0.5, -0.3])
+    k = [1.0, 4.0]
+    pot = Gaussian(2, stiffness=k, centre=mu).potential()
+    prior = BoxPrior(np.array([2.0, 1.5]))            # the box cuts the Gaussian off-centre
+    exact = gaussian_box_log_z(k, mu, prior.half_width, 1.0)
+    r = thermodynamic_integration(pot, mu, prior, TIConfig(method="paper", **FAST), seed=1)
+    d = r.details
+    assert d["config"]["wall"] == "endpoint" and d["n_uniform"] == 0
+    assert d["log_z0"] == d["log_z0_centred"]
+    assert abs(d["log_z0_centred"] - d["log_z0_exact"]) > 0.1
+    # the bridges are right; only the centred-box reference formula is wrong
+    corrected = r.log_integral - d["log_z0_centred"] + d["log_z0_exact"]
+    assert abs(corrected - exact) < 4 * r.log_integral_error
+    assert abs(r.log_integral - exact) > 4 * r.log_integral_error
+
+
+def test_nan_energy_proposals_are_rejected_not_raised():
+    from thermonet.api import Potential
+
+    class Holey(Potential):
+        """0.5 |w|^2, NaN where some |w_i| > 5 (inside the box |w_i| < 6)."""
+
+        n_params = 2
+        n_nan = 0
+
+        def energy(self, theta):
+            return self.energy_and_grad(theta)[0]
+
+        def energy_and_grad(self, theta, grad_out=None):
+            w = np.asarray(theta, dtype=float)
+            g = w.copy()
+            if grad_out is not None:
+                grad_out[:] = g
+                g = grad_out
+            if np.any(np.abs(w) > 5):
+                Holey.n_nan += 1
+                return math.nan, g
+            return 0.5 * float(w @ w), g
+
+    pot = Holey()
+    prior = BoxPrior(np.full(2, 12.0))
+    r = thermodynamic_integration(pot, np.zeros(2), prior,
+                                  TIConfig(**{**FAST, "step_size": 8.0}), seed=0)
+    assert Holey.n_nan > 0 and r.is_finite
+    exact = 2 * math.log(integrate.quad(lambda w: math.exp(-0.5 * w * w), -5, 5)[0])
+    assert abs(r.log_integral - exact) < 4 * r.log_integral_error
+
+
+def test_repeats_do_not_depend_on_workers():
+    mu = np.array([0.5, -0.3])
+    pot = Gaussian(2, stiffness=[1.0, 4.0], centre=mu).potential()
+    prior = BoxPrior(np.array([2.0, 1.5]))
+    cfg = TIConfig(**{**FAST, "n_samples": 20, "n_bridges": 4})
+    one, m1, s1 = repeat_ti(pot, mu, prior, cfg, [11, 12, 13], workers=1)
+    two, m2, s2 = repeat_ti(pot, mu, prior, cfg, [11, 12, 13], workers=2)
+    assert [r.log_integral for r in one] == [r.log_integral for r in two]
+    assert [r.details["dj_mean"] for r in one] == [r.details["dj_mean"] for r in two]
+    assert (m1, s1) == (m2, s2) and len({r.log_integral for r in one}) == 3
+    # the same seed gives the same run
+    again = thermodynamic_integration(pot, mu, prior, cfg, seed=12)
+    assert again.log_integral == one[1].log_integral
+
+
+def test_fit_reference_marks_flat_directions_uniform():
+    # direction 0 flat (uniform on the box), direction 1 a narrow Gaussian near a wall
+    g = Gaussian(2, stiffness=[1e-12, 400.0], centre=[0.0, 1.8]).potential()
+    prior = BoxPrior(np.array([4.0, 4.0]))
+    ref = fit_reference(g, np.array([0.0, 1.8]), prior, TIConfig(**FAST),
+                        np.random.default_rng(3))
+    assert list(ref.uniform) == [True, False] and ref.k[0] == 0
+    assert ref.k[1] == pytest.approx(400.0, rel=0.3)
+    # without the box (the paper's fit) nothing is uniform
+    free = fit_reference(g, np.array([0.0, 1.8]), prior, TIConfig(method="paper", **FAST),
+                         np.random.default_rng(3))
+    assert not free.uniform.any()
