@@ -349,3 +349,34 @@ def test_fit_reference_marks_flat_directions_uniform():
     free = fit_reference(g, np.array([0.0, 1.8]), prior, TIConfig(method="paper", **FAST),
                          np.random.default_rng(3))
     assert not free.uniform.any()
+
+
+@pytest.mark.parametrize("wall", [0, 1], ids=["endpoint", "reflect"])
+def test_compiled_mlp_bridge_trajectory_equals_generic(wall):
+    from thermonet.api import Potential
+    from thermonet.architectures.mlp import MLP
+
+    arch = MLP(n_inputs=3, hidden=(4,), n_outputs=3)
+    rng = np.random.default_rng(0)
+    pot = arch.potential(x=rng.normal(size=(9, 3)), y=rng.integers(0, 3, 9))
+    n = arch.n_params
+    w0 = rng.normal(size=n) * 0.3
+    ref = Reference(w0, rng.uniform(0.5, 3.0, n), rng.random(n) < 0.2, pot.energy(w0))
+    half = np.full(n, 0.8)
+    p0 = rng.normal(size=n)
+    out = []
+    for compiled in (True, False):
+        b = BridgePotential(pot, ref, 0.37)
+        th, p = w0.copy(), p0.copy()
+        _, g = b.energy_and_grad(th)
+        g = g.copy()
+        traj = b.trajectory if compiled else (lambda *a: Potential.trajectory(b, *a))
+        res = traj(th, p, g, np.ones(n), 0.05, 40, wall, half, 10.0)
+        out.append((res, th, p, g, b.last_base_energy, b.n_grad))
+    (r1, t1, p1, g1, e1, n1), (r2, t2, p2, g2, e2, n2) = out
+    assert r1 == r2 and e1 == e2 and n1 == n2
+    assert np.array_equal(t1, t2) and np.array_equal(p1, p2) and np.array_equal(g1, g2)
+    assert e1 == pot.energy(t1) and r1[0] == pytest.approx(BridgePotential(pot, ref, 0.37)
+                                                           .energy(t1), rel=1e-14)
+    if wall == 1:
+        assert r1[3] > 0 and np.all(np.abs(t1) <= half)

@@ -362,7 +362,6 @@ class BridgePotential(Potential):
         self.n_energy = 0
         self._g = np.empty(self.n_params)
         self._d = np.empty(self.n_params)
-        self._kd = np.empty(self.n_params)
 
     def set_reference(self, reference: Reference) -> None:
         self.reference = reference
@@ -372,8 +371,10 @@ class BridgePotential(Potential):
 
     def quadratic(self, theta: FloatArray) -> float:
         """``Σ k_i (w_i - w0_i)²/2``."""
-        d = np.asarray(theta, dtype=np.float64) - self.w0
-        return float(0.5 * np.dot(self.k * d, d))
+        from thermonet.kernels import bridge as kb
+
+        return float(kb.quadratic(np.ascontiguousarray(theta, dtype=np.float64), self.w0,
+                                  self.k))
 
     def base_energy(self, theta: FloatArray) -> float:
         self.n_energy += 1
@@ -396,14 +397,15 @@ class BridgePotential(Potential):
 
     def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
                         ) -> tuple[float, FloatArray]:
+        from thermonet.kernels import bridge as kb
+
         lam = self.lam
         if grad_out is None:
             grad_out = np.empty(self.n_params)
         if lam == 1.0:
-            d = np.subtract(theta, self.w0, out=self._d)
-            np.multiply(self.k, d, out=grad_out)
+            np.multiply(self.k, np.subtract(theta, self.w0, out=self._d), out=grad_out)
             self.last_base_energy = math.nan
-            return self.e0 + 0.5 * float(np.dot(grad_out, d)), grad_out
+            return self.e0 + self.quadratic(theta), grad_out
         self.n_grad += 1
         if lam == 0.0:
             e, g = self.base.energy_and_grad(theta, grad_out)
@@ -414,37 +416,48 @@ class BridgePotential(Potential):
         e, g = self.base.energy_and_grad(theta, self._g)
         e = float(e)
         self.last_base_energy = e
-        d = np.subtract(theta, self.w0, out=self._d)
-        kd = np.multiply(self.k, d, out=self._kd)
-        q = 0.5 * float(np.dot(kd, d))
-        np.multiply(g, 1.0 - lam, out=grad_out)
-        kd *= lam
-        grad_out += kd
+        q = kb.bridge_mix(np.ascontiguousarray(theta, dtype=np.float64),
+                          np.ascontiguousarray(g, dtype=np.float64), lam, self.w0, self.k,
+                          grad_out)
         return self.e0 + (1.0 - lam) * (e - self.e0) + lam * q, grad_out
 
     def copy(self) -> BridgePotential:
         return BridgePotential(self.base.copy(), self.reference, self.lam)
 
+    def _compiled_mlp(self) -> bool:
+        from thermonet.architectures.mlp import MLPPotential
+
+        b = self.base
+        return (type(b) is MLPPotential and b.dtype == np.float64
+                and not (b.threads > 1 and b._nb > 1))
+
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
                    inv_mass: FloatArray, step: float, n_steps: int, wall: int,
                    half_width: FloatArray, runaway: float,
                    precision: str = "float64") -> tuple[float, int, int, int]:
-        if self.lam == 0.0 and type(self.base).trajectory is not Potential.trajectory \
-                and isinstance(self.base, Potential):
-            # exactly the base's dynamics: use its own (compiled) trajectory
+        """One HMC trajectory on ``J_λ``: at λ = 0 the base's own (compiled) trajectory; for
+        the built-in MLP (float64, one thread) at 0 < λ < 1 the compiled bridge kernel;
+        otherwise the generic Python loop over :meth:`energy_and_grad`."""
+        if self.lam == 0.0 and isinstance(self.base, Potential) \
+                and type(self.base).trajectory is not Potential.trajectory:
             e, n, status, n_ref = self.base.trajectory(theta, p, grad, inv_mass, step, n_steps,
                                                        wall, half_width, runaway, precision)
             self.n_grad += n
             self.last_base_energy = float(e)
             return e, n, status, n_ref
-        fast = getattr(self.base, "bridge_trajectory", None)
-        if fast is not None and 0.0 < self.lam < 1.0:
-            e, eb, n, status, n_ref = fast(theta, p, grad, inv_mass, step, n_steps, wall,
-                                           half_width, runaway, self.lam, self.w0, self.k,
-                                           self.e0)
-            self.n_grad += n
-            self.last_base_energy = eb
-            return e, n, status, n_ref
+        if 0.0 < self.lam < 1.0 and self._compiled_mlp():
+            from thermonet.kernels import bridge as kb
+            from thermonet.kernels import threads as kt
+
+            b = self.base
+            with kt.blas_single():
+                j, e, n, status, n_ref = kb.mlp_bridge_trajectory(
+                    theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+                    self.lam, self.w0, self.k, self.e0, b._widths, b._out, b.x, b.y, b.block,
+                    b._work, b._partial, self._g)
+            self.n_grad += int(n)
+            self.last_base_energy = float(e)
+            return float(j), int(n), int(status), int(n_ref)
         return Potential.trajectory(self, theta, p, grad, inv_mass, step, n_steps, wall,
                                     half_width, runaway, precision)
 
