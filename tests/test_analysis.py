@@ -145,6 +145,8 @@ def test_swap_table():
     assert t["swap_acceptance"].tolist() == [0.5, 0.5, 0.0]
     t = swap_table(temps, np.zeros((3, 3), int), np.zeros((3, 3), int))
     assert np.all(np.isnan(t["swap_acceptance"]))
+    t = swap_table([1.0], np.zeros((5, 0), int), np.zeros((5, 0), int))
+    assert all(v.shape == (0,) for v in t.values())
 
 
 # --- the stopping rule -------------------------------------------------------------------------
@@ -287,8 +289,8 @@ def synthetic_run(tmp_path_factory):
                                 "step_size": step[-1]},
                          replica_k=replica[-1], temperatures=temps, counters={})
     ckpt.write_checkpoint(d, ck)
-    truth = dict(temps=temps, spec=spec, n=n, energy=energy, accepted=accepted, step=step,
-                 attempted=attempted, swapped=swapped, replica=replica)
+    truth = {"temps": temps, "spec": spec, "n": n, "energy": energy, "accepted": accepted,
+             "step": step, "attempted": attempted, "swapped": swapped, "replica": replica}
     return d, truth
 
 
@@ -366,22 +368,37 @@ def test_analysis_files_round_trip(synthetic_run, tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_no_round_trip_warning(tmp_path):
-    n = 50
-    temps = np.array([1.0, 2.0])
-    rows = {"iteration": list(range(1, n + 1)), "energy_k": [np.array([1.0, 2.0])] * n,
-            "n_accepted_k": [np.array([1, 1])] * n, "n_divergent_k": [np.array([0, 0])] * n,
-            "step_size_k": [np.array([0.1, 0.1])] * n, "swap_attempted_k": [np.array([1])] * n,
-            "swap_accepted_k": [np.array([0])] * n, "replica_k": [np.array([0, 1])] * n}
-    ckpt.write_segment(tmp_path, "u", rows, [])
-    ckpt.write_checkpoint(tmp_path, ckpt.Checkpoint(
+def write_frozen_run(d: Path, temps: list[float], n: int) -> None:
+    """A run whose energies never change and whose swaps are all rejected."""
+    k = len(temps)
+    rows = {"iteration": list(range(1, n + 1)), "energy_k": [np.arange(1.0, k + 1)] * n,
+            "n_accepted_k": [np.ones(k, int)] * n, "n_divergent_k": [np.zeros(k, int)] * n,
+            "step_size_k": [np.full(k, 0.1)] * n, "swap_attempted_k": [np.ones(k - 1, int)] * n,
+            "swap_accepted_k": [np.zeros(k - 1, int)] * n, "replica_k": [np.arange(k)] * n}
+    ckpt.write_segment(d, "u", rows, [])
+    ckpt.write_checkpoint(d, ckpt.Checkpoint(
         iteration=n, run_uuid="u", config_toml=SYNTH_TOML.format(n=n), config_sources={},
-        plugins={}, rng_states=[], slots={"step_size": np.array([0.1, 0.1])},
-        replica_k=np.array([0, 1]), temperatures=temps, counters={}))
+        plugins={}, rng_states=[], slots={"step_size": np.full(k, 0.1)},
+        replica_k=np.arange(k), temperatures=np.array(temps), counters={}))
+
+
+def test_no_round_trip_warning(tmp_path):
+    write_frozen_run(tmp_path, [1.0, 2.0], 50)
     a = analyse(tmp_path)
     assert any("no replica completed a round trip" in w for w in a.warnings)
     assert any("0.0%" in w for w in a.warnings)
     assert a.table["heat_capacity"].tolist() == [0.0, 0.0]
+    assert a.table["train_energy_err"].tolist() == [0.0, 0.0]
+
+
+def test_single_chain(tmp_path):
+    write_frozen_run(tmp_path, [1.5], 20)
+    a = analyse(tmp_path)
+    assert a.table["train_energy"].tolist() == [1.0]
+    assert a.table["acceptance"].tolist() == [0.5]       # 1 of n_trajectories = 2
+    assert all(v.shape == (0,) for v in a.pairs.values())
+    assert a.meta["round_trips"] == 0
+    assert not any("round trip" in w or "swap" in w for w in a.warnings)
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -405,8 +422,9 @@ def test_missing_and_corrupt_run_dirs(tmp_path):
 
 def test_out_prefix_never_clobbers_the_run(synthetic_run):
     d, _ = synthetic_run
-    res = CliRunner().invoke(main, ["analyse", str(d), "--out", str(d / "checkpoint")])
-    assert res.exit_code == 1 and "own files" in res.output
+    for prefix in (d / "checkpoint", d / "trace" / "it000000001-000005000"):
+        res = CliRunner().invoke(main, ["analyse", str(d), "--out", str(prefix)])
+        assert res.exit_code == 1 and "own files" in res.output
 
 
 # --- end to end on a small real run ---------------------------------------------------------------
@@ -524,6 +542,11 @@ def test_analyse_with_baseline(small_run, tmp_path):
     assert b.references["baseline_test_error_err"] == pytest.approx(summary["test_error_sem"],
                                                                     rel=1e-12)
     assert np.isnan(b.table["test_error"]).all() and np.isfinite(b.table["train_error"]).all()
+    res = runner.invoke(main, ["analyse", str(small_run), "--no-test", "--baseline",
+                               str(tmp_path / "baseline.json"), "--out", str(tmp_path / "x")])
+    assert res.exit_code == 0, res.output
+    assert "standard optimisation: E_test/N = " in res.output and "(2 minima)" in res.output
+    assert (tmp_path / "x.csv").is_file() and (tmp_path / "x_pairs.csv").is_file()
     # a directory holding baseline.json works; garbage gives a one-line error
     assert analyse(small_run, baseline=tmp_path, test=False).references["baseline_n_kept"] == 2
     (tmp_path / "junk.json").write_text("{}")

@@ -176,8 +176,10 @@ def swap_table(temperatures: Any, attempted_nk: Any, accepted_nk: Any) -> dict[s
     """
     t = np.asarray(temperatures, dtype=np.float64)
     n_pairs = max(t.size - 1, 0)
-    att = np.asarray(attempted_nk, dtype=np.int64).reshape(-1, n_pairs).sum(axis=0)
-    acc = np.asarray(accepted_nk, dtype=np.int64).reshape(-1, n_pairs).sum(axis=0)
+    att = np.asarray(attempted_nk, dtype=np.int64).reshape(-1, n_pairs).sum(axis=0) \
+        if n_pairs else np.zeros(0, dtype=np.int64)
+    acc = np.asarray(accepted_nk, dtype=np.int64).reshape(-1, n_pairs).sum(axis=0) \
+        if n_pairs else np.zeros(0, dtype=np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(att > 0, acc / np.maximum(att, 1), np.nan)
     return {"t_low": t[:-1].copy(), "t_high": t[1:].copy(),
@@ -691,7 +693,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     keep_rows = its <= ck.iteration
     tr = {name: np.asarray(a)[keep_rows] for name, a in tr.items()}
     n = int(keep_rows.sum())
-    start = int(math.floor(discard * n))
+    start = math.floor(discard * n)
     sl = slice(start, n)
     n_used = n - start
     first_it = int(tr["iteration"][start]) if n_used > 0 else ck.iteration + 1
@@ -896,7 +898,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     if k > 1 and n > 0:
         att = tr["swap_attempted_k"].sum(axis=0)
         accd = tr["swap_accepted_k"].sum(axis=0)
-        out["swap_acceptance"] = [float(a / b) if b else float("nan") for a, b in zip(accd, att, strict=True)]
+        out["swap_acceptance"] = [float(a / b) if b else float("nan")
+                                  for a, b in zip(accd, att, strict=True)]
         out["round_trips"] = round_trips(tr["replica_k"])
     else:
         out["swap_acceptance"] = []
@@ -904,7 +907,21 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Analysis", "PAIR_COLUMNS", "SWAP_WARN_THRESHOLD", "STOP_SIGMA", "SampleEvaluation",
-           "TABLE_COLUMNS", "analyse", "evaluate_samples", "heat_capacity", "read_analysis",
-           "round_trips", "round_trips_per_replica", "series_stats", "stopping_rule",
-           "summarise", "swap_table"]
+__all__ = [
+    "PAIR_COLUMNS",
+    "STOP_SIGMA",
+    "SWAP_WARN_THRESHOLD",
+    "TABLE_COLUMNS",
+    "Analysis",
+    "SampleEvaluation",
+    "analyse",
+    "evaluate_samples",
+    "heat_capacity",
+    "read_analysis",
+    "round_trips",
+    "round_trips_per_replica",
+    "series_stats",
+    "stopping_rule",
+    "summarise",
+    "swap_table",
+]

@@ -71,7 +71,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
 
     run = Path(run_dir)
     out = Path(prefix) if prefix is not None else run / "analysis"
-    if out.parent.resolve() == run.resolve() and out.name in _RUN_FILES:
+    if (out.parent.resolve() == run.resolve() and out.name in _RUN_FILES) or \
+            out.parent.resolve() == (run / "trace").resolve():
         raise ConfigError(f"--out {out} would overwrite the run's own files; choose another "
                           "prefix, e.g. RUN_DIR/analysis")
     if not out.parent.is_dir():
@@ -122,8 +123,9 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     click.echo(f"uninformed classifier: E/N = ln {m['n_classes']} = "
                f"{r['uninformed_per_point']:.4f}, error {100 * r['uninformed_error']:.0f}%")
     if math.isfinite(r["baseline_test_energy_per_point"]):
-        click.echo(f"standard optimisation: E_test/N = "
-                   f"{_pm(r['baseline_test_energy_per_point'], r['baseline_test_energy_per_point_err'], 0)}"
+        e_base = _pm(r["baseline_test_energy_per_point"],
+                     r["baseline_test_energy_per_point_err"], 0)
+        click.echo(f"standard optimisation: E_test/N = {e_base}"
                    f", error {_pct(r['baseline_test_error'], r['baseline_test_error_err'], 0)}% "
                    f"({r['baseline_n_kept']:.0f} minima)")
     if math.isfinite(b["min_test_error_temperature"]):
