@@ -182,7 +182,7 @@ def test_replicas_log_scale_auto(runs):
 
 # --- ladder ------------------------------------------------------------------------------------
 
-def test_ladder(runs):
+def test_ladder(runs, analyses):
     from thermonet.analysis import summarise
 
     run = runs["D500"]
@@ -190,12 +190,15 @@ def test_ladder(runs):
     temps = ckpt.read_checkpoint(run).temperatures
     fig = plotting.plot_ladder(run)
     swap_ax, path_ax, dt_ax, acc_ax = fig.axes
-    # swap acceptance over all iterations, at the geometric mean of each pair
+    kept = _kept(tr["iteration"].shape[0])
+    # swap acceptance over the kept iterations, at the geometric mean of each pair
     (line,) = swap_ax.get_lines()
-    want = tr["swap_accepted_k"].sum(axis=0) / tr["swap_attempted_k"].sum(axis=0)
+    want = (tr["swap_accepted_k"][kept].sum(axis=0)
+            / tr["swap_attempted_k"][kept].sum(axis=0))
     np.testing.assert_allclose(line.get_ydata(), want, rtol=0, atol=1e-15)
     np.testing.assert_allclose(line.get_xdata(), np.sqrt(temps[:-1] * temps[1:]), rtol=1e-15)
-    np.testing.assert_allclose(line.get_ydata(), summarise(run)["swap_acceptance"], rtol=1e-15)
+    np.testing.assert_allclose(line.get_ydata(), analyses["D500"].pairs["swap_acceptance"],
+                               rtol=1e-15)
     # one path per replica: its slot over the iterations
     paths = path_ax.get_lines()
     assert len(paths) == K
@@ -203,7 +206,6 @@ def test_ladder(runs):
         for t in range(tr["iteration"].shape[0]):
             assert tr["replica_k"][t, int(p.get_ydata()[t])] == r
     # dt and acceptance over the kept 80%
-    kept = _kept(tr["iteration"].shape[0])
     np.testing.assert_allclose(dt_ax.get_lines()[0].get_ydata(),
                                tr["step_size_k"][kept].mean(axis=0), rtol=1e-15)
     np.testing.assert_allclose(acc_ax.get_lines()[0].get_ydata(),
@@ -265,8 +267,8 @@ def test_cli_missing_run(tmp_path):
     res = _invoke("plot", tmp_path / "nothing", "--kind", "ladder", "--out", tmp_path / "x.png")
     assert res.exit_code == 1
     assert res.output.strip().splitlines() == [
-        f"Error: no checkpoint at {tmp_path / 'nothing'}; is this a "
-        "thermonet run directory (made by `thermonet run`)?"]
+        (f"Error: no checkpoint at {tmp_path / 'nothing'}; is this a "
+         "thermonet run directory (made by `thermonet run`)?")]
 
 
 def test_cli_baseline_count_mismatch(runs, tmp_path):
@@ -294,3 +296,162 @@ def test_value_at_temperature_linear_in_log_t():
     assert plotting.value_at_temperature(t, v, e, 1.5, method="nearest") == (v[2], e[2])
     with pytest.raises(PlotError, match=r"T = 20 is outside the ladder \[0.1, 8\]"):
         plotting.value_at_temperature(t, v, e, 20.0)
+
+
+# --- energy, size, heat (through thermonet.analysis) ---------------------------------------------
+
+BASELINE = {"test_energy_per_point_mean": 1.7, "test_energy_per_point_sem": 0.05,
+            "test_error_mean": 0.3, "test_error_sem": 0.01, "n_kept": 3,
+            "n_train": 50, "n_test": 10000, "test_kind": "official"}
+
+
+@pytest.fixture(scope="session")
+def analyses(runs):
+    from thermonet.analysis import analyse
+
+    return {d: analyse(r, test=True, predictive=False) for d, r in runs.items()}
+
+
+def _line(ax, label):
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
+    return line
+
+
+def test_energy_lines_are_the_analysis_table(runs, analyses, tmp_path):
+    """Through the command line's code path (analyse inside, a baseline file for D50 only):
+    every drawn value is the analysis table's."""
+    base = tmp_path / "base_D50.json"
+    base.write_text(json.dumps(BASELINE))
+    fig = plotting.plot_energies([runs["D50"], runs["D500"]], baselines=[base, None])
+    ax = fig.axes[0]
+    for data in ("D50", "D500"):
+        tab = analyses[data].table
+        for part in ("train", "test"):
+            line = _line(ax, f"{data} {part}")
+            np.testing.assert_array_equal(line.get_xdata(), tab["temperature"])
+            np.testing.assert_array_equal(line.get_ydata(), tab[f"{part}_energy_per_point"])
+        # the training energy per point is <E>/n over the kept 80% of the trace
+        tr = ckpt.read_trace(runs[data])
+        n_train = 50 if data == "D50" else 500
+        np.testing.assert_allclose(_line(ax, f"{data} train").get_ydata(),
+                                   tr["energy_k"][_kept(20)].mean(axis=0) / n_train,
+                                   rtol=1e-12)
+    # one train and one test line per run, one error band each
+    assert sum(ln.get_label().endswith(" train") for ln in ax.get_lines()) == 2
+    assert sum(ln.get_label().endswith(" test") for ln in ax.get_lines()) == 2
+    from matplotlib.collections import PolyCollection
+
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 4
+    # band of D50 train: y +- err exactly
+    tab = analyses["D50"].table
+    verts = bands[0].get_paths()[0].vertices
+    upper = tab["train_energy_per_point"] + tab["train_energy_per_point_err"]
+    for t, u in zip(tab["temperature"], upper, strict=True):
+        assert np.any((verts[:, 0] == t) & np.isclose(verts[:, 1], u, rtol=1e-15, atol=0))
+    # reference lines: ln 10 exactly, the baseline at its file's value, none for D500
+    ln10 = _line(ax, "uninformed classifier (ln 10)")
+    assert list(ln10.get_ydata()) == [math.log(10), math.log(10)]
+    base_line = _line(ax, "D50 standard optimisation (test)")
+    assert list(base_line.get_ydata()) == [1.7, 1.7]
+    assert base_line.get_color() == _line(ax, "D50 train").get_color()
+    assert not [ln for ln in ax.get_lines() if ln.get_label() == "D500 standard optimisation (test)"]
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() == "temperature T"
+    assert ax.get_ylabel() == (r"$\langle E(D|w)\rangle_T$ per data point "
+                               "(nats per data point)")
+    assert "first 20% of iterations discarded" in " ".join(ax.get_title().split())
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"D50 train", "D50 test", "D500 train", "D500 test"} <= set(legend)
+    title = ax.get_title()
+    assert "run_D50: M3 on D50, 20 iterations" in title
+    assert "run_D500: M3 on D500, 20 iterations" in title
+
+
+def test_energy_labels_disambiguate():
+    def info(name, arch, data):
+        return plotting.RunInfo(Path(name), name, arch, data, 1, np.ones(1), 1, 0.2)
+
+    assert plotting.run_labels([info("a", "M3", "D50"), info("b", "M3", "D500")]) == [
+        "D50", "D500"]
+    assert plotting.run_labels([info("a", "M3", "D500"), info("b", "M3*", "D500")]) == [
+        "M3 D500", "M3* D500"]
+    assert plotting.run_labels([info("a", "M3", "D50"), info("b", "M3", "D50")]) == [
+        "D50 (a)", "D50 (b)"]
+
+
+def test_size_at_t1(runs, analyses):
+    fig = plotting.plot_size([runs["D500"], runs["D50"]],
+                             analyses=[analyses["D500"], analyses["D50"]])
+    ax = fig.axes[0]
+    (cont,) = ax.containers            # one errorbar series per architecture
+    assert cont.get_label() == "M3, training data"
+    series = cont.lines[0]
+    np.testing.assert_array_equal(series.get_xdata(), [50, 500])   # sorted by n
+    want = []
+    for data in ("D50", "D500"):
+        tab = analyses[data].table
+        x = np.log(tab["temperature"])
+        assert x[0] < 0 < x[-1]           # T = 1 is inside the ladder, not on it
+        assert not np.any(x == 0)
+        want.append(np.interp(0.0, x, tab["train_energy_per_point"]))
+    np.testing.assert_allclose(series.get_ydata(), want, rtol=1e-14)
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() == "training-set size n (data points)"
+    assert "T = 1" in ax.get_ylabel() and "nats per data point" in ax.get_ylabel()
+    assert "interpolation in log T" in ax.get_title()
+    assert list(_line(ax, "uninformed classifier (ln 10)").get_ydata()) == [math.log(10)] * 2
+    # nearest: T = 1.392 (|ln 1.392| = 0.33 < |ln 0.6463| = 0.44)
+    fig = plotting.plot_size([runs["D50"]], analyses=[analyses["D50"]], method="nearest")
+    series = fig.axes[0].containers[0].lines[0]
+    tab = analyses["D50"].table
+    assert tab["temperature"][2] == pytest.approx(1.3925, abs=1e-4)
+    assert list(series.get_ydata()) == [tab["train_energy_per_point"][2]]
+    assert "nearest ladder temperature" in fig.axes[0].get_title()
+
+
+def test_size_outside_ladder(runs, analyses):
+    with pytest.raises(PlotError, match=r"run_D50: T = 10 is outside the ladder \[0.3, 3\]"):
+        plotting.plot_size([runs["D50"]], analyses=[analyses["D50"]], temperature=10.0)
+
+
+def test_heat(runs, analyses):
+    fig = plotting.plot_heat([runs["D50"], runs["D500"]],
+                             analyses=[analyses["D50"], analyses["D500"]])
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert len(lines) == 2
+    for line, data in zip(lines, ("D50", "D500"), strict=True):
+        assert line.get_label() == data
+        # Var(E)/T^2 over the kept iterations, by NumPy directly
+        tr = ckpt.read_trace(runs[data])
+        e = tr["energy_k"][_kept(20)]
+        t = analyses[data].table["temperature"]
+        np.testing.assert_allclose(line.get_ydata(), e.var(axis=0, ddof=1) / t**2, rtol=1e-12,
+                                   atol=1e-9)
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() == "temperature T"
+    assert ax.get_ylabel().startswith("heat capacity C = Var(E)/T²")
+
+
+@pytest.mark.parametrize("kind,suffix,extra", [
+    ("energy", "png", ["--baseline", "BASE", "--baseline", "none"]),
+    ("energy", "svg", ["--no-test"]),
+    ("size", "png", []), ("size", "svg", ["--nearest"]),
+    ("heat", "png", []), ("heat", "svg", []),
+])
+def test_cli_writes_analysis_kinds(runs, tmp_path, kind, suffix, extra):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(BASELINE))
+    extra = [str(base) if a == "BASE" else a for a in extra]
+    out = tmp_path / f"fig.{suffix}"
+    res = _invoke("plot", runs["D50"], runs["D500"], "--kind", kind, "--out", out, *extra)
+    assert res.exit_code == 0, res.output
+    data = out.read_bytes()
+    if suffix == "png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        text = data.decode()
+        assert "<svg" in text
+        if kind == "energy":   # --no-test: no test lines in the legend
+            assert "D50 train" in text and "D50 test" not in text

@@ -35,7 +35,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import textwrap
@@ -61,6 +60,9 @@ FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
 
 #: test energy per data point of the uninformed classifier that gives every class 0.1
 UNINFORMED_PER_POINT: float = math.log(10.0)
+
+#: the thermal average of the training or test energy, as axis labels write it (mathtext)
+ENERGY_LABEL = r"$\langle E(D|w)\rangle_T$"
 
 #: colour map of temperature (cold blue, hot red)
 TEMPERATURE_CMAP = "coolwarm"
@@ -150,10 +152,11 @@ def _as_list(run_dirs: PathLike | Sequence[PathLike]) -> list[PathLike]:
     return out
 
 
-def _analyse(run_dir: PathLike, discard: float | None, *, test: bool, workers: int) -> Any:
+def _analyse(run_dir: PathLike, discard: float | None, *, test: bool, workers: int,
+             baseline: PathLike | None = None) -> Any:
     from thermonet.analysis import analyse
 
-    return analyse(run_dir, discard=discard, test=test, baseline=None, predictive=False,
+    return analyse(run_dir, discard=discard, test=test, baseline=baseline, predictive=False,
                    workers=workers)
 
 
@@ -177,6 +180,13 @@ def _title(what: str, infos: Sequence[RunInfo], extra: str = "") -> str:
     if len(runs) > 4:
         runs = textwrap.wrap("; ".join(runs), 100, break_long_words=False)
     return "\n".join(head + runs)
+
+
+def _discarded(infos: Sequence[RunInfo], discard: float | None) -> str:
+    fracs = {i.discard for i in infos} if discard is None else {discard}
+    if len(fracs) == 1:
+        return f"first {100 * fracs.pop():g}% of iterations discarded"
+    return "first run.discard of each run's iterations discarded"
 
 
 # --- figures and saving -------------------------------------------------------------------------
@@ -355,33 +365,6 @@ def plot_replicas(run_dir: PathLike, ax: Axes | None = None, *, follow: str = "s
 
 # --- energy (Figs. 3, 4) --------------------------------------------------------------------------
 
-def load_baseline(path: PathLike) -> tuple[float, float]:
-    """Mean test energy per point and its standard error from ``thermonet baseline --json``.
-
-    Returns
-    -------
-    (mean, sem) : tuple of float
-    """
-    p = Path(path)
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlotError(f"baseline file {p} does not exist; make it with `thermonet baseline "
-                        f"... --json > {p}`") from None
-    except (OSError, ValueError) as err:
-        raise PlotError(f"baseline file {p} is not readable JSON ({err}); expected the output "
-                        "of `thermonet baseline --json`") from None
-    if not isinstance(obj, dict) or "test_energy_per_point_mean" not in obj:
-        raise PlotError(f"baseline file {p} has no 'test_energy_per_point_mean'; expected the "
-                        "output of `thermonet baseline --json`")
-    mean = obj["test_energy_per_point_mean"]
-    sem = obj.get("test_energy_per_point_sem")
-    if mean is None:
-        raise PlotError(f"baseline file {p} kept no minimum (test_energy_per_point_mean is "
-                        "null); rerun the baseline with more --draws")
-    return float(mean), float("nan") if sem is None else float(sem)
-
-
 def _band(ax: Axes, x: np.ndarray, y: np.ndarray, err: np.ndarray, colour: Any) -> None:
     err = np.asarray(err, dtype=np.float64)
     ok = np.isfinite(err)
@@ -406,8 +389,9 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     run_dirs : path or sequence of paths
     ax : Axes, optional
     baselines : sequence, optional
-        One entry per run: the JSON written by ``thermonet baseline --json``, a number (test
-        energy per point), or None. Without it, the analysis' reference (if any) is drawn.
+        One entry per run: a ``thermonet baseline`` result (the JSON of ``--json`` or the .npy
+        of ``--out``; read by :func:`thermonet.analysis.analyse`), a number (test energy per
+        point), or None. Drawn as a dotted line with a ± one standard error band.
     test : bool
         Also the test energies (needs parameter samples in the trace).
     discard : float, optional
@@ -422,15 +406,24 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     Figure
     """
     dirs = _as_list(run_dirs)
-    if baselines is not None and len(baselines) != len(dirs):
-        raise PlotError(f"{len(baselines)} baseline(s) for {len(dirs)} run(s); give one per "
+    bases: list[PathLike | float | None] = (list(baselines) if baselines is not None
+                                            else [None] * len(dirs))
+    if len(bases) != len(dirs):
+        raise PlotError(f"{len(bases)} baseline(s) for {len(dirs)} run(s); give one per "
                         "run (None, or 'none' on the command line, for a run without)")
     infos = [run_info(d) for d in dirs]
-    res = list(analyses) if analyses is not None else [
-        _analyse(d, discard, test=test, workers=workers) for d in dirs]
+    if analyses is None:
+        res = [_analyse(d, discard, test=test, workers=workers,
+                        baseline=b if isinstance(b, (str, Path)) else None)
+               for d, b in zip(dirs, bases, strict=True)]
+    else:
+        res = list(analyses)
+        if any(isinstance(b, (str, Path)) for b in bases):
+            raise PlotError("with precomputed analyses, give baselines as numbers (or pass "
+                            "the baseline file to analyse(..., baseline=PATH))")
     labels = run_labels(infos)
     fig, ax = _new_axes(ax)
-    for i, (a, label) in enumerate(zip(res, labels, strict=True)):
+    for i, (a, label, b) in enumerate(zip(res, labels, bases, strict=True)):
         colour = f"C{i % 10}"
         tab = a.table
         t = np.asarray(tab["temperature"], dtype=np.float64)
@@ -445,26 +438,26 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
             else:
                 log.warning("%s: no test energies (no parameter samples in the trace?)",
                             infos[i].name)
-        b = baselines[i] if baselines is not None else None
-        if isinstance(b, (str, Path)):
-            value = load_baseline(b)[0]
-        elif b is not None:
-            value = float(b)
+        ref = getattr(a, "references", None) or {}
+        if b is not None and not isinstance(b, (str, Path)):
+            value, err = float(b), math.nan
         else:
-            ref = getattr(a, "references", {}) or {}
-            value = float(ref.get("baseline_test_energy_per_point", float("nan")))
+            value = float(ref.get("baseline_test_energy_per_point", math.nan))
+            err = float(ref.get("baseline_test_energy_per_point_err", math.nan))
         if math.isfinite(value):
             ax.axhline(value, color=colour, ls=":", lw=1.5,
                        label=f"{label} standard optimisation (test)")
+            if math.isfinite(err) and err > 0:
+                ax.axhspan(value - err, value + err, color=colour, alpha=0.1, lw=0)
     ax.axhline(UNINFORMED_PER_POINT, color="k", ls="-.", lw=1.0,
                label="uninformed classifier (ln 10)")
     log_axis(ax)
     ax.set_xlabel("temperature T")
-    ax.set_ylabel("⟨E(D|w)⟩_T per data point (nats per data point)")
+    ax.set_ylabel(ENERGY_LABEL + " per data point (nats per data point)")
     ax.legend(fontsize="small", ncols=2 if len(dirs) > 2 else 1)
-    d = "first run.discard of each run" if discard is None else f"first {discard:g}"
-    ax.set_title(_title("⟨E⟩_T per data point, training and test data", infos,
-                        f"{d} discarded; bands: ± 1 standard error"), fontsize="medium")
+    ax.set_title(_title(f"{ENERGY_LABEL} per data point on training and test data", infos,
+                        f"{_discarded(infos, discard)}; bands: ± 1 standard error"),
+                 fontsize="medium")
     return fig
 
 
@@ -541,12 +534,18 @@ def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
                                         method=method)
         except PlotError as err:
             raise PlotError(f"{info.name}: {err}") from None
-        series.setdefault(info.architecture, []).append((int(a.meta["n_train"]), v, e,
-                                                         info.data))
+        n_train = int(a.meta.get("n_train", 0))
+        if n_train <= 0 or not math.isfinite(v):
+            raise PlotError(f"{info.name}: no training energy per data point at T = "
+                            f"{temperature:g} (data set {info.data!r}, n_train = {n_train}); "
+                            "the size plot needs runs on a data set")
+        series.setdefault(info.architecture, []).append((n_train, v, e, info.data))
     for i, (arch, pts) in enumerate(sorted(series.items())):
         pts.sort()
         n = np.array([p[0] for p in pts], dtype=np.float64)
-        ax.errorbar(n, [p[1] for p in pts], yerr=[p[2] for p in pts], fmt="-o",
+        v = np.array([p[1] for p in pts], dtype=np.float64)
+        e = np.array([p[2] for p in pts], dtype=np.float64)
+        ax.errorbar(n, v, yerr=np.where(np.isfinite(e), e, 0.0), fmt="-o",
                     color=f"C{i % 10}", capsize=3, label=f"{arch}, training data")
         for p in pts:
             ax.annotate(p[3], (p[0], p[1]), textcoords="offset points", xytext=(5, 5),
@@ -555,7 +554,9 @@ def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
                label="uninformed classifier (ln 10)")
     log_axis(ax)
     ax.set_xlabel("training-set size n (data points)")
-    ax.set_ylabel(f"⟨E(D|w)⟩ per data point at T = {temperature:g} (nats per data point)")
+    ax.margins(x=0.12)
+    ax.set_ylabel(f"{ENERGY_LABEL} per data point at T = {temperature:g}\n"
+                  "(nats per data point)")
     ax.legend(fontsize="small")
     how = ("linear interpolation in log T between ladder temperatures" if method ==
            "interpolate" else "nearest ladder temperature in log T")
@@ -572,17 +573,17 @@ def ladder_statistics(run_dir: PathLike, discard: float | None = None) -> dict[s
     Returns
     -------
     dict
-        ``temperatures`` (K,), ``swap_acceptance`` (K-1,) and ``swap_attempts`` (K-1,) over all
-        iterations, ``slot_r`` (n, K) replica paths, ``iteration`` (n,), and over the kept
-        iterations ``dt`` (K,) (mean step size) and ``acceptance`` (K,) (accepted inner
-        transitions per transition).
+        ``temperatures`` (K,); ``slot_r`` (n, K), the replica paths, and ``iteration`` (n,) over
+        all iterations; over the kept iterations (as :func:`thermonet.analysis.analyse`):
+        ``swap_acceptance`` (K-1,) and ``swap_attempts`` (K-1,), ``dt`` (K,) (mean step size)
+        and ``acceptance`` (K,) (accepted inner transitions per transition).
     """
     info, tr = _trace(run_dir)
     n = tr["iteration"].shape[0]
     start = _first_kept(n, info.discard if discard is None else discard)
     kept = slice(start, n)
-    att = tr["swap_attempted_k"].sum(axis=0).astype(np.float64)
-    acc = tr["swap_accepted_k"].sum(axis=0).astype(np.float64)
+    att = tr["swap_attempted_k"][kept].sum(axis=0).astype(np.float64)
+    acc = tr["swap_accepted_k"][kept].sum(axis=0).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         swap = np.where(att > 0, acc / att, np.nan)
     n_kept = n - start
@@ -610,8 +611,8 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
     fig : Figure, optional
         An empty figure to draw on.
     discard : float, optional
-        Burn-in fraction excluded from dt and acceptance [default: the run's
-        ``run.discard``]; swap statistics use every iteration.
+        Burn-in fraction excluded from the swap, dt and acceptance panels [default: the run's
+        ``run.discard``]; the replica paths show every iteration.
 
     Returns
     -------
@@ -636,8 +637,9 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("temperature T (geometric mean of the pair)")
     ax.set_ylabel("swap acceptance")
-    ax.set_title(f"swaps between adjacent slots ({int(s['swap_attempts'].sum())} attempts)",
-                 fontsize="medium")
+    d = info.discard if discard is None else discard
+    ax.set_title(f"swap acceptance per adjacent pair ({int(s['swap_attempts'].sum())} "
+                 f"attempts after discarding the first {d:g})", fontsize="medium")
 
     ax = axs[0, 1]
     it = s["iteration"]
@@ -650,7 +652,6 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("replica paths (colour: T of the slot at iteration 1)", fontsize="medium")
 
-    d = info.discard if discard is None else discard
     ax = axs[1, 0]
     ax.plot(t, s["dt"], "-o", color="C2", ms=4)
     log_axis(ax)
@@ -751,7 +752,7 @@ def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | Non
     return fig
 
 
-__all__ = ["FORMATS", "KINDS", "RunInfo", "UNINFORMED_PER_POINT", "ladder_statistics",
-           "load_baseline", "log_axis", "new_figure", "output_format", "plot", "plot_energies",
-           "plot_heat", "plot_ladder", "plot_replicas", "plot_size", "replica_slots", "run_info",
-           "run_labels", "save", "value_at_temperature"]
+__all__ = ["ENERGY_LABEL", "FORMATS", "KINDS", "UNINFORMED_PER_POINT", "RunInfo",
+           "ladder_statistics", "log_axis", "new_figure", "output_format", "plot",
+           "plot_energies", "plot_heat", "plot_ladder", "plot_replicas", "plot_size",
+           "replica_slots", "run_info", "run_labels", "save", "value_at_temperature"]
