@@ -429,32 +429,13 @@ def test_out_prefix_never_clobbers_the_run(synthetic_run):
 
 # --- end to end on a small real run ---------------------------------------------------------------
 
-SMALL_RUN = """
-[run]
-seed = 3
-n_iterations = 12
-checkpoint_every = 4
-sample_every = 2
-discard = 0.25
-[data]
-name = "D50"
-test = "official"
-[architecture]
-name = "M1"
-[init]
-burn_in = [2]
-[minimiser]
-name = "rmin"
-max_steps = 60
-[sampler]
-name = "rehmc"
-n_temperatures = 4
-t_min = 0.3
-t_max = 3.0
-n_trajectories = 1
-[sampler.inner]
-n_leapfrog = 5
-"""
+QUICKSTART = Path(__file__).resolve().parents[1] / "sample_runs" / "quickstart.toml"
+
+#: the quickstart shrunk: M(1), 4 temperatures, 12 iterations, a sample every 2, official test set
+SMALL_RUN = {"architecture.name": "M1", "data.test": "official", "run.n_iterations": 12,
+             "run.checkpoint_every": 4, "run.sample_every": 2, "run.discard": 0.25,
+             "run.seed": 3, "sampler.n_temperatures": 4, "sampler.n_trajectories": 1,
+             "sampler.inner.n_leapfrog": 5, "init.burn_in": [2], "minimiser.max_steps": 60}
 
 
 def _digest(d: Path) -> dict[str, str]:
@@ -468,12 +449,9 @@ def small_run(tmp_path_factory):
     from thermonet import config as cfgmod
     from thermonet.runner import Run, detach_log
 
-    d = tmp_path_factory.mktemp("small")
-    cfg_path = d / "small.toml"
-    cfg_path.write_text(SMALL_RUN)
-    run_dir = d / "run"
+    run_dir = tmp_path_factory.mktemp("small") / "run"
     try:
-        Run.create(cfgmod.load(cfg_path), run_dir).run(quiet=True)
+        Run.create(cfgmod.load(QUICKSTART, SMALL_RUN), run_dir).run(quiet=True)
     finally:
         detach_log()
     return run_dir
