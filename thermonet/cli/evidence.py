@@ -64,8 +64,12 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
     """
     from thermonet import config as cfgmod
     from thermonet.evidence import config as evcfg
-    from thermonet.evidence.run import (EXIT_NOT_CONVERGED, format_convergence, format_table,
-                                        run_evidence)
+    from thermonet.evidence.run import (
+        EXIT_NOT_CONVERGED,
+        format_convergence,
+        format_table,
+        run_evidence,
+    )
     from thermonet.runner import detach_log
 
     overrides = cfgmod.parse_set(list(sets))

@@ -40,11 +40,11 @@ EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                 "independent TI runs (different seeds) per minimum; summarised as mean ± sd"),
     "n_minima": (1, (int,), _POS_INT,
                  "minima per model (different initial draws, or rows of the params files)"),
-    "workers": (1, (int,), _POS_INT, "threads running minimisations and TI runs in parallel; "
-                                     "never changes the result"),
+    "workers": (1, (int,), _POS_INT, ("threads running minimisations and TI runs in parallel; "
+                                     "never changes the result")),
     "convergence": (True, (bool,), None,
-                    "run the convergence report (k x0.5 and x2, twice the lambda points, twice "
-                    "the samples, reverse sweep, another seed)"),
+                    ("run the convergence report (k x0.5 and x2, twice the lambda points, twice "
+                    "the samples, reverse sweep, another seed)")),
     "tolerance": (3.0, (float, int), (lambda v: v > 0, "a positive number of sigmas"),
                   "a variant agrees when |delta| < tolerance * sqrt(s_base^2 + s_variant^2)"),
     "laplace": (True, (bool,), None, "also compute the Laplace estimate at every minimum"),
@@ -69,8 +69,8 @@ MODEL_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "params": ([], (str, list), (lambda v: isinstance(v, str) or all(isinstance(p, str)
                                                                       for p in v),
                                  "a file name or a list of file names"),
-               "minima to load (.npy, paper JSON, HDF5; a 2-D array gives one per row) "
-               "instead of minimising standard initial draws"),
+               ("minima to load (.npy, paper JSON, HDF5; a 2-D array gives one per row) "
+               "instead of minimising standard initial draws")),
 }
 
 TI_METHODS = ("converged", "paper")
@@ -81,8 +81,11 @@ SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "model")
 EXTENDABLE = ("evidence.workers", "evidence.repeats", "evidence.n_minima",
               "evidence.convergence", "evidence.laplace")
 
-#: settings of the default minimiser: the baseline's RMin, which reaches E(D|w) ~ 1e-5
+#: the default minimiser is RMin with the baseline's settings (E(D|w) ~ 1e-5 at the stop,
+#: thermonet.baseline.BASELINE_RMIN_SETTINGS) and the box respected: the evidence integrates
+#: over the box, so the minimum TI starts from must lie inside it
 DEFAULT_MINIMISER = {"name": "rmin"}
+RMIN_EVIDENCE_SETTINGS: dict[str, Any] = {"respect_box": True}
 
 
 def _ti_config_class() -> type:
@@ -116,11 +119,15 @@ def _ti_settings(given: Mapping[str, Any], sources: dict[str, str],
 def _laplace_option_names() -> set[str] | None:
     """Keyword options of laplace_evidence besides the fixed ones (None: accepts any)."""
     try:
-        from thermonet.evidence.laplace import laplace_evidence
+        from thermonet.evidence import laplace
     except ImportError:
         return None
-    sig = inspect.signature(laplace_evidence)
+    sig = inspect.signature(laplace.laplace_evidence)
     if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        # the options of its methods, when the module lists them
+        known = [getattr(laplace, n, None) for n in ("_DENSE_OPTIONS", "_SLQ_OPTIONS")]
+        if all(isinstance(k, (set, frozenset, tuple, list)) for k in known):
+            return set().union(*known)
         return None
     fixed = {"potential", "theta0", "prior", "temperature", "seed"}
     return {n for n, p in sig.parameters.items()
@@ -179,7 +186,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
             table = nxt
         table[parts[-1]] = value
         given_sources[dotted] = override_source
-    for section in doc:
+    for section, table in doc.items():
         if section not in SECTIONS:
             hint = cfgmod._suggest(section, list(SECTIONS))
             if section in ("run", "sampler", "init", "architecture"):
@@ -187,8 +194,8 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                         f"evidence` does not read{hint}")
             raise ConfigError(f"unknown section [{section}] in an evidence config{hint} "
                               f"Valid sections: {', '.join(SECTIONS)}")
-        if not isinstance(doc[section], dict):
-            raise ConfigError(f"[{section}] must be a table; got {doc[section]!r}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{section}] must be a table; got {table!r}")
     sources: dict[str, str] = {}
     out: dict[str, Any] = {}
     out["evidence"], _ = cfgmod._resolve_table("evidence", doc.get("evidence", {}),
@@ -206,7 +213,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     if mname == "rmin":
         from thermonet.baseline import BASELINE_RMIN_SETTINGS
 
-        for key, value in BASELINE_RMIN_SETTINGS.items():
+        for key, value in {**BASELINE_RMIN_SETTINGS, **RMIN_EVIDENCE_SETTINGS}.items():
             mgiven.setdefault(key, value)
     mcls = registry.load("minimiser", mname)
     out["minimiser"] = {"name": mname, **cfgmod._plugin_settings(
@@ -266,7 +273,7 @@ def ti_config(cfg: cfgmod.ResolvedConfig, **changes: Any) -> Any:
     kwargs.update(changes)
     try:
         return ti_cls(**kwargs)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, ConfigError) as err:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"[ti] settings rejected: {msg}") from None
 
@@ -292,4 +299,4 @@ def reference_table() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-__all__ = ["resolve", "load", "ti_config", "EXTENDABLE", "EVIDENCE_KEYS", "TI_METHODS"]
+__all__ = ["EVIDENCE_KEYS", "EXTENDABLE", "TI_METHODS", "load", "resolve", "ti_config"]

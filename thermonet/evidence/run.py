@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from thermonet import config as cfgmod
-from thermonet.errors import CheckpointMismatchError, ConfigError
+from thermonet.errors import CheckpointMismatchError, ConfigError, ConvergenceError
 from thermonet.evidence import config as evcfg
 from thermonet.evidence._result import EvidenceResult
 
@@ -358,6 +358,12 @@ class Evidence:
                     "converged": bool(getattr(res, "converged", True))}
         info["n_outside_box"] = m.model.prior.n_outside(theta)
         info["seconds"] = time.monotonic() - t0
+        if info["n_outside_box"]:
+            fix = ("check the params file" if m.model.settings["params"] else
+                   "minimise inside the box (minimiser.respect_box = true with rmin)")
+            raise ConfigError(f"minimum {m.index} of {m.model.name} has "
+                              f"{info['n_outside_box']} parameter(s) outside the prior box "
+                              f"|w_i| < sigma_i/2, where the evidence integrand is 0; {fix}")
         import io
 
         buf = io.BytesIO()
@@ -368,9 +374,6 @@ class Evidence:
         extra = (f", {info['n_steps']} steps ({info['reason']})" if "n_steps" in info else "")
         self._finished(f"minimum {m.index} of {m.model.name}: E(w0) = {info['energy']:.6g}"
                        f"{extra}", info["seconds"])
-        if info["n_outside_box"]:
-            log.warning("minimum %d of %s has %d parameters outside the prior box",
-                        m.index, m.model.name, info["n_outside_box"])
 
     # phase 2: TI and Laplace
 
@@ -443,9 +446,19 @@ class Evidence:
         config, seed, reference = self._ti_plan(m, label)
         run_dir.mkdir(parents=True, exist_ok=True)
         what = f"TI {m.model.name} minimum {m.index} {label}"
-        res = thermodynamic_integration(m.model.potential.copy(), m.theta, m.model.prior,
-                                        config, seed=seed, reference=reference,
-                                        run_dir=run_dir, progress=self._lambda_progress(what))
+        try:
+            res = thermodynamic_integration(m.model.potential.copy(), m.theta, m.model.prior,
+                                            config, seed=seed, reference=reference,
+                                            run_dir=run_dir,
+                                            progress=self._lambda_progress(what))
+        except ConvergenceError as err:
+            if not label.startswith("conv-"):
+                raise
+            # a convergence variant that cannot even run is a failed check, not a crash
+            res = EvidenceResult("ti", config.temperature, m.model.n_params,
+                                 float(m.info["energy"]) if m.info else math.nan, math.nan,
+                                 math.nan, m.model.prior.log_volume, {"error": str(err)})
+            log.warning("%s failed: %s", what, err)
         d = res.as_dict()
         d["seed"] = seed
         d["label"] = label
@@ -504,7 +517,7 @@ class Evidence:
             return
         with ThreadPoolExecutor(max_workers=workers) as ex:
             futures = [ex.submit(job) for job in jobs]
-            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            _done, pending = wait(futures, return_when=FIRST_EXCEPTION)
             for f in pending:
                 f.cancel()
             wait(futures)
@@ -810,8 +823,8 @@ def format_convergence(summary: dict[str, Any]) -> str:
         return ("convergence report: not run (--no-convergence); the numbers above are "
                 "unchecked")
     tol = summary["tolerance"]
-    lines = [f"convergence report: each variant must agree with the baseline TI run "
-             f"(repeat 0): |Δ| < {tol:g}·sqrt(σ_base² + σ_variant²)"]
+    lines = [(f"convergence report: each variant must agree with the baseline TI run "
+             f"(repeat 0): |Δ| < {tol:g}·sqrt(σ_base² + σ_variant²)")]
     head = (f"{'model':<8} {'min':>3} {'variant':<22} {'log ∫':>22} {'Δ':>10} "
             f"{'allowed':>9}  agrees")
     lines.append(head)
@@ -835,5 +848,13 @@ def run_evidence(cfg: cfgmod.ResolvedConfig, out: str | Path, *, quiet: bool = F
     return Evidence(cfg, Path(out), quiet=quiet, stream=stream).run()
 
 
-__all__ = ["run_evidence", "Evidence", "agreement", "format_table", "format_convergence",
-           "task_seed", "EXIT_NOT_CONVERGED", "VARIANTS"]
+__all__ = [
+    "EXIT_NOT_CONVERGED",
+    "VARIANTS",
+    "Evidence",
+    "agreement",
+    "format_convergence",
+    "format_table",
+    "run_evidence",
+    "task_seed",
+]
