@@ -391,6 +391,14 @@ def test_no_round_trip_warning(tmp_path):
     assert a.table["train_energy_err"].tolist() == [0.0, 0.0]
 
 
+def test_gaussian_prior_warning(tmp_path):
+    write_frozen_run(tmp_path, [1.0, 2.0], 10)
+    ck = ckpt.read_checkpoint(tmp_path)
+    ck.config_toml += "[prior]\ngaussian_std = 1.0\n"
+    ckpt.write_checkpoint(tmp_path, ck)
+    assert any("Gaussian prior" in w for w in analyse(tmp_path).warnings)
+
+
 def test_single_chain(tmp_path):
     write_frozen_run(tmp_path, [1.5], 20)
     a = analyse(tmp_path)
@@ -525,6 +533,12 @@ def test_analyse_with_baseline(small_run, tmp_path):
     assert res.exit_code == 0, res.output
     assert "standard optimisation: E_test/N = " in res.output and "(2 minima)" in res.output
     assert (tmp_path / "x.csv").is_file() and (tmp_path / "x_pairs.csv").is_file()
+    # a baseline from another test set is flagged
+    (tmp_path / "other.json").write_text(json.dumps({**summary, "n_test": 69_950,
+                                                     "test_kind": "complement"}))
+    c = analyse(small_run, baseline=tmp_path / "other.json", test=False)
+    assert any("different test set" in w for w in c.warnings)
+    assert not any("different test set" in w for w in a.warnings)
     # a directory holding baseline.json works; garbage gives a one-line error
     assert analyse(small_run, baseline=tmp_path, test=False).references["baseline_n_kept"] == 2
     (tmp_path / "junk.json").write_text("{}")
