@@ -547,3 +547,20 @@ def test_analyse_with_baseline(small_run, tmp_path):
     assert res.exit_code == 1 and "thermonet baseline --json" in res.output
     with h5py.File(small_run / "analysis.h5", "r") as fh:
         assert fh.attrs["format"] == "thermonet.analysis"
+
+
+def test_run_without_samples(tmp_path):
+    from thermonet import config as cfgmod
+    from thermonet.runner import Run, detach_log
+
+    over = {**SMALL_RUN, "run.n_iterations": 4, "run.sample_every": 0}
+    try:
+        Run.create(cfgmod.load(QUICKSTART, over), tmp_path / "run").run(quiet=True)
+    finally:
+        detach_log()
+    a = analyse(tmp_path / "run")
+    tr = ckpt.read_trace(tmp_path / "run")
+    assert np.allclose(a.table["train_energy_per_point"], tr["energy_k"][1:].mean(axis=0) / 50,
+                       rtol=1e-13)
+    assert np.isnan(a.table["test_error"]).all() and a.table["n_samples"].tolist() == [0] * 4
+    assert any("no stored parameter samples" in w for w in a.warnings)

@@ -738,7 +738,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     data_name = cfg_raw.get("data", {}).get("name", "none")
     arch = split = None
     meta: dict[str, Any] = {}
-    if data_name != "none" and (n_s > 0 or baseline is not None):
+    if data_name != "none":
         arch, split, _ = _build_model(ck.config_toml, mnist_dir)
     n_train = len(split.train.y) if split is not None else 0
     n_test = len(split.test.y) if split is not None else 0
