@@ -235,13 +235,16 @@ def _g(v: float) -> str:
 
 
 def log_axis(ax: Axes, which: str = "x") -> None:
-    """Log scale with plain-number tick labels (0.3, 1, 10 rather than 3×10⁻¹); minor ticks
-    at 2, 3, 5 × 10^m are labelled when the axis spans at most 1.3 decades, at 3 × 10^m up
-    to 2.5 decades, never beyond."""
-    from matplotlib.ticker import FuncFormatter
-
+    """Log scale with plain-number tick labels (see :func:`plain_log_ticks`)."""
     getattr(ax, f"set_{which}scale")("log")
-    axis = ax.xaxis if which == "x" else ax.yaxis
+    plain_log_ticks(ax.xaxis if which == "x" else ax.yaxis)
+
+
+def plain_log_ticks(axis: Any) -> None:
+    """Plain-number labels on a log axis (0.3, 1, 10 rather than 3×10⁻¹); minor ticks at
+    2, 3, 5 × 10^m are labelled when the axis spans at most 1.3 decades, at 3 × 10^m up to
+    2.5 decades, never beyond."""
+    from matplotlib.ticker import FuncFormatter
 
     def major(v: float, _pos: Any) -> str:
         return _g(float(f"{v:.6g}"))
@@ -317,6 +320,7 @@ def plot_replicas(run_dir: PathLike, ax: Axes | None = None, *, follow: str = "s
         raise PlotError(f"yscale = {yscale!r}; expected 'auto', 'log' or 'linear'")
     from matplotlib.cm import ScalarMappable
     from matplotlib.collections import LineCollection
+    from matplotlib.ticker import MaxNLocator
 
     info, tr = _trace(run_dir)
     fig, ax = _new_axes(ax)
@@ -341,13 +345,13 @@ def plot_replicas(run_dir: PathLike, ax: Axes | None = None, *, follow: str = "s
             lc.set_array(temps[s[1:]] if len(it) > 1 else np.zeros(0))
             ax.add_collection(lc)
         ax.autoscale_view()
-        what = (f"E(D|w) of each of the {n_slots} replicas (one line per replica, coloured by "
+        what = (f"E(D|w) of each of the {n_slots} replicas (one line per replica, colour: "
                 "its current T)")
     d = info.discard if discard is None else discard
     start = _first_kept(len(it), d)
     if start > 0:
         ax.axvspan(it[0] - 0.5, it[start - 1] + 0.5, color="0.85", zorder=0,
-                   label=f"discarded (first {d:g})")
+                   label=f"discarded (first {100 * d:g}%)")
     if yscale == "auto":
         pos = e_tk[e_tk > 0]
         yscale = ("log" if pos.size == e_tk.size and pos.size and pos.max() / pos.min() > 30
@@ -359,6 +363,8 @@ def plot_replicas(run_dir: PathLike, ax: Axes | None = None, *, follow: str = "s
     sm = ScalarMappable(norm=norm, cmap=cmap)
     cbar = fig.colorbar(sm, ax=ax)
     cbar.set_label("temperature T (log scale)")
+    plain_log_ticks(cbar.ax.yaxis)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(_title(what, [info]), fontsize="medium")
     return fig
 
@@ -638,8 +644,8 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
     ax.set_xlabel("temperature T (geometric mean of the pair)")
     ax.set_ylabel("swap acceptance")
     d = info.discard if discard is None else discard
-    ax.set_title(f"swap acceptance per adjacent pair ({int(s['swap_attempts'].sum())} "
-                 f"attempts after discarding the first {d:g})", fontsize="medium")
+    ax.set_title(f"swap acceptance per adjacent pair\n({int(s['swap_attempts'].sum())} "
+                 f"attempts; first {100 * d:g}% of iterations discarded)", fontsize="medium")
 
     ax = axs[0, 1]
     it = s["iteration"]
@@ -658,7 +664,8 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
     log_axis(ax, "y")
     ax.set_xlabel("temperature T")
     ax.set_ylabel("HMC step size dt (mean)")
-    ax.set_title(f"step size (mean after discarding the first {d:g})", fontsize="medium")
+    ax.set_title(f"step size (mean; first {100 * d:g}% of iterations discarded)",
+                 fontsize="medium")
 
     ax = axs[1, 1]
     ax.plot(t, s["acceptance"], "-o", color="C3", ms=4)
@@ -753,6 +760,6 @@ def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | Non
 
 
 __all__ = ["ENERGY_LABEL", "FORMATS", "KINDS", "UNINFORMED_PER_POINT", "RunInfo",
-           "ladder_statistics", "log_axis", "new_figure", "output_format", "plot",
-           "plot_energies", "plot_heat", "plot_ladder", "plot_replicas", "plot_size",
+           "ladder_statistics", "log_axis", "new_figure", "output_format", "plain_log_ticks",
+           "plot", "plot_energies", "plot_heat", "plot_ladder", "plot_replicas", "plot_size",
            "replica_slots", "run_info", "run_labels", "save", "value_at_temperature"]
