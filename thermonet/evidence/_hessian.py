@@ -52,6 +52,18 @@ def _any_nonzero(v):
 
 
 @kernel
+def _count_nonzero(v, stop):
+    """Number of nonzero entries of ``v``, counting stopped at ``stop``."""
+    n = 0
+    for i in range(v.shape[0]):
+        if v[i] != 0.0:
+            n += 1
+            if n >= stop:
+                return n
+    return n
+
+
+@kernel
 def _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v, out, ra, rgz, rgz2):
     """Add ``H_block @ v`` (the Hessian of one data block's energy along ``v``) to ``out``.
 
@@ -75,14 +87,29 @@ def _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v, out, ra, rgz
         vw = vw_flat.reshape((n_out, n_in))
         vb = v[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
         rz = ra[a_off:a_off + rows * n_out].reshape((rows, n_out))
-        if _any_nonzero(vw_flat):
-            if layer == 0:
-                np.dot(xb, vw.T, rz)
-            else:
-                a_prev = acts[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-                np.dot(a_prev, vw.T, rz)
-        else:
+        nnz = _count_nonzero(vw_flat, n_out + 1)
+        if nnz == 0:
             rz[:, :] = 0.0
+        elif nnz <= n_out:
+            # a sparse direction (a basis vector when the dense Hessian is assembled): add
+            # the few columns a_prev[:, i] * v_oi instead of a full product
+            rz[:, :] = 0.0
+            for idx in range(n_out * n_in):
+                vv = vw_flat[idx]
+                if vv != 0.0:
+                    o = idx // n_in
+                    i = idx - o * n_in
+                    if layer == 0:
+                        for r in range(rows):
+                            rz[r, o] += xb[r, i] * vv
+                    else:
+                        for r in range(rows):
+                            rz[r, o] += acts[prev_off + r * n_in + i] * vv
+        elif layer == 0:
+            np.dot(xb, vw.T, rz)
+        else:
+            a_prev = acts[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
+            np.dot(a_prev, vw.T, rz)
         if layer > 0:
             ra_prev = ra[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             tmp = rgz[:rows * n_out].reshape((rows, n_out))
