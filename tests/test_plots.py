@@ -105,7 +105,7 @@ def test_output_format_rejects(name):
         plotting.output_format(name)
 
 
-# --- replicas (Fig. 2) -----------------------------------------------------------------------------
+# --- replicas (Fig. 2) ---------------------------------------------------------------------------
 
 def test_replica_slots_inverts_the_permutation():
     rng = np.random.default_rng(0)
@@ -355,7 +355,7 @@ def test_energy_lines_are_the_analysis_table(runs, analyses, tmp_path):
     base_line = _line(ax, "D50 standard optimisation (test)")
     assert list(base_line.get_ydata()) == [1.7, 1.7]
     assert base_line.get_color() == _line(ax, "D50 train").get_color()
-    assert not [ln for ln in ax.get_lines() if ln.get_label() == "D500 standard optimisation (test)"]
+    assert "D500 standard optimisation (test)" not in [ln.get_label() for ln in ax.get_lines()]
     assert ax.get_xscale() == "log"
     assert ax.get_xlabel() == "temperature T"
     assert ax.get_ylabel() == (r"$\langle E(D|w)\rangle_T$ per data point "

@@ -153,11 +153,11 @@ def _as_list(run_dirs: PathLike | Sequence[PathLike]) -> list[PathLike]:
 
 
 def _analyse(run_dir: PathLike, discard: float | None, *, test: bool, workers: int,
-             baseline: PathLike | None = None) -> Any:
+             baseline: PathLike | None = None, mnist_dir: PathLike | None = None) -> Any:
     from thermonet.analysis import analyse
 
     return analyse(run_dir, discard=discard, test=test, baseline=baseline, predictive=False,
-                   workers=workers)
+                   workers=workers, mnist_dir=None if mnist_dir is None else str(mnist_dir))
 
 
 def run_labels(infos: Sequence[RunInfo]) -> list[str]:
@@ -273,7 +273,7 @@ def _temperature_colours(temperatures: np.ndarray) -> tuple[Any, Any]:
     return LogNorm(vmin=lo, vmax=hi), colormaps[TEMPERATURE_CMAP]
 
 
-# --- replicas (Fig. 2) -----------------------------------------------------------------------------
+# --- replicas (Fig. 2) ---------------------------------------------------------------------------
 
 def replica_slots(replica_k: np.ndarray) -> np.ndarray:
     """Slot of every replica after every iteration.
@@ -382,7 +382,8 @@ def _band(ax: Axes, x: np.ndarray, y: np.ndarray, err: np.ndarray, colour: Any) 
 def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *,
                   baselines: Sequence[PathLike | float | None] | None = None,
                   test: bool = True, discard: float | None = None, workers: int = 1,
-                  analyses: Sequence[Any] | None = None) -> Figure:
+                  analyses: Sequence[Any] | None = None,
+                  mnist_dir: PathLike | None = None) -> Figure:
     """⟨E(D|w)⟩_T per data point on the training and test data versus T (paper Figs. 3, 4).
 
     One colour per run: training data solid with circles, test data dashed with squares, each
@@ -406,6 +407,9 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
         Threads for evaluating the samples on the test data.
     analyses : sequence of Analysis, optional
         Already computed :func:`thermonet.analysis.analyse` results (one per run).
+    mnist_dir : path, optional
+        MNIST location for runs whose test set is the complement (else
+        ``$THERMONET_MNIST_DIR``).
 
     Returns
     -------
@@ -420,7 +424,7 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     infos = [run_info(d) for d in dirs]
     if analyses is None:
         res = [_analyse(d, discard, test=test, workers=workers,
-                        baseline=b if isinstance(b, (str, Path)) else None)
+                        baseline=b if isinstance(b, (str, Path)) else None, mnist_dir=mnist_dir)
                for d, b in zip(dirs, bases, strict=True)]
     else:
         res = list(analyses)
@@ -507,7 +511,8 @@ def value_at_temperature(temperatures: Any, values: Any, errors: Any, temperatur
 
 def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *,
               temperature: float = 1.0, method: str = "interpolate",
-              discard: float | None = None, analyses: Sequence[Any] | None = None) -> Figure:
+              discard: float | None = None, analyses: Sequence[Any] | None = None,
+              mnist_dir: PathLike | None = None) -> Figure:
     """Training ⟨E(D|w)⟩_T per data point at ``temperature`` versus the training-set size n,
     one point per run (the blog's Fig. 3); one series per architecture.
 
@@ -521,6 +526,7 @@ def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
         See :func:`value_at_temperature`.
     discard : float, optional
     analyses : sequence of Analysis, optional
+    mnist_dir : path, optional
 
     Returns
     -------
@@ -529,7 +535,7 @@ def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     dirs = _as_list(run_dirs)
     infos = [run_info(d) for d in dirs]
     res = list(analyses) if analyses is not None else [
-        _analyse(d, discard, test=False, workers=1) for d in dirs]
+        _analyse(d, discard, test=False, workers=1, mnist_dir=mnist_dir) for d in dirs]
     fig, ax = _new_axes(ax)
     series: dict[str, list[tuple[int, float, float, str]]] = {}
     for info, a in zip(infos, res, strict=True):
@@ -683,7 +689,8 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
 # --- heat capacity ------------------------------------------------------------------------------
 
 def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *,
-              discard: float | None = None, analyses: Sequence[Any] | None = None) -> Figure:
+              discard: float | None = None, analyses: Sequence[Any] | None = None,
+              mnist_dir: PathLike | None = None) -> Figure:
     """The heat capacity C(T) = Var(E)/T² (k_B = 1) versus T, one line per run.
 
     Parameters
@@ -692,6 +699,7 @@ def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     ax : Axes, optional
     discard : float, optional
     analyses : sequence of Analysis, optional
+    mnist_dir : path, optional
 
     Returns
     -------
@@ -700,7 +708,7 @@ def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     dirs = _as_list(run_dirs)
     infos = [run_info(d) for d in dirs]
     res = list(analyses) if analyses is not None else [
-        _analyse(d, discard, test=False, workers=1) for d in dirs]
+        _analyse(d, discard, test=False, workers=1, mnist_dir=mnist_dir) for d in dirs]
     fig, ax = _new_axes(ax)
     for i, (a, label) in enumerate(zip(res, run_labels(infos), strict=True)):
         colour = f"C{i % 10}"

@@ -35,11 +35,15 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
               help="energy: training data only (no evaluation of the samples on test data).")
 @click.option("--workers", type=int, default=1, show_default=True,
               help="energy: threads evaluating the samples on the test data.")
+@click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
+              help="energy/size/heat: MNIST location for a complement test set [default: "
+                   "$THERMONET_MNIST_DIR].")
 @click.option("--dpi", type=float, default=150, show_default=True, help="Resolution (png).")
 @click.pass_context
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
-         nearest: bool, no_test: bool, workers: int, dpi: float) -> None:
+         nearest: bool, no_test: bool, workers: int, mnist_dir: str | None,
+         dpi: float) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
     \b
@@ -66,6 +70,8 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
 
     plotting.output_format(out_path)  # a bad suffix fails before any work
     options: dict[str, Any] = {"discard": discard}
+    if kind in ("energy", "size", "heat"):
+        options["mnist_dir"] = mnist_dir
     if baselines and kind != "energy":
         raise PlotError(f"--baseline applies to --kind energy only (got --kind {kind})")
     if kind == "energy":
