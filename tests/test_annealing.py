@@ -30,7 +30,7 @@ TINY = {
     "data": {"name": "D50", "test": "complement"},
     "architecture": {"name": "M1"},
     "anneal": {"t_start": 3.0, "t_end": 0.01, "n_temperatures": 6, "n_trajectories": 4,
-               "burn_in": 1, "patience": 2, "n_validation": 100},
+               "burn_in": 1, "patience": 2, "n_validation": 100, "adapt_every": 2},
     "sampler": {"n_leapfrog": 8, "adapt_trajectories": 3},
 }
 
@@ -50,6 +50,7 @@ n_trajectories = 4
 burn_in = 1
 patience = 2
 n_validation = 100
+adapt_every = 2
 [sampler]
 n_leapfrog = 8
 adapt_trajectories = 3
@@ -327,3 +328,33 @@ def test_existing_anneal_is_not_overwritten(tiny_run, tmp_path):
     with pytest.raises(ConfigError, match="already holds an anneal"):
         an.Annealer.create(_cfg(), out)
     assert (out / an.ANNEAL_H5).read_bytes() == before
+
+
+# --- the sample configurations -----------------------------------------------------------------
+
+SAMPLE_RUNS = Path(__file__).resolve().parents[1] / "sample_runs"
+
+
+@pytest.mark.parametrize("name", ["anneal_M3_D500", "anneal_M3_D500_quick"])
+def test_sample_anneal_configs_are_valid(name):
+    cfg = an.load_config(SAMPLE_RUNS / f"{name}.toml")
+    assert cfg["data"]["name"] == "D500" and cfg["architecture"]["name"] == "M3"
+    t = an.schedule_of(cfg)
+    assert t[0] > 1.0 and t[-1] == 1e-3 and np.all(np.diff(t) < 0)
+    assert cfg["anneal"]["n_validation"] == 1000
+
+
+def test_docs_list_every_anneal_key_with_its_default():
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "annealing.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.+?) \|", text, flags=re.M))
+    assert set(an.ANNEAL_KEYS) <= set(rows)
+    for key, (default, *_rest) in an.ANNEAL_KEYS.items():
+        shown = rows[key].strip("`")
+        if isinstance(default, str):
+            assert shown == f'"{default}"', key
+        elif isinstance(default, list):
+            assert shown == "[]", key
+        else:
+            assert float(shown) == default, key

@@ -7,9 +7,10 @@ the parameters with the lowest validation error". This module implements that pr
 1. start hot from a standard initial draw (or its minimum, or a parameter file);
 2. visit a decreasing schedule of temperatures T_0 > T_1 > ... (geometric by default). At each
    temperature: adapt the HMC step size (:meth:`thermonet.samplers.hmc.HMC.adapt`, extra
-   trajectories that are not part of the chain), then run ``n_trajectories`` HMC trajectories
-   (Algorithm 1, box prior) on the full training set, and after each one evaluate the
-   classification error and energy of the current parameters on a **validation set**;
+   trajectories that are not part of the chain; again every ``adapt_every`` trajectories if
+   set), then run ``n_trajectories`` HMC trajectories (Algorithm 1, box prior) on the full
+   training set, and after each one evaluate the classification error and energy of the
+   current parameters on a **validation set**;
 3. record at each temperature the average validation error over its trajectories (after the
    first ``burn_in``), the average training energy E(D|w), and the best single parameter vector;
 4. stop when the average validation error "starts to increase" (:func:`stop_index`: ``patience``
@@ -107,6 +108,9 @@ ANNEAL_KEYS: _Schema = {
     "params": ("", (str,), None, "parameter file for start = \"params\""),
     "adapt_factor": (0.9, (float, int), (lambda v: 0 < v < 1, "a number in (0, 1)"),
                      "factor of the step-size search at each temperature after the first"),
+    "adapt_every": (0, (int,), (lambda v: v >= 0, "an integer >= 0"),
+                    "also adapt dt after every this many trajectories within a temperature "
+                    "(0: only at the start of each temperature)"),
 }
 ANNEAL_SECTIONS = ("run", "data", "architecture", "anneal", "sampler", "minimiser")
 
@@ -493,7 +497,7 @@ class Annealer:
         out.mkdir(parents=True, exist_ok=True)
         for name in (ANNEAL_H5, ANNEAL_JSON, ANNEAL_H5 + ".tmp"):
             (out / name).unlink(missing_ok=True)
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         setup = build(cfg)
         a = cfg["anneal"]
         rng_init = np.random.default_rng(setup.seeds[0])
@@ -516,6 +520,7 @@ class Annealer:
         self.chain = self._hmc(setup.schedule[0]).init(theta)
         self.counters["init_s"] = time.monotonic() - t0
         self.counters["elapsed_s"] = self.counters["init_s"]
+        self.counters["cpu_s"] = time.process_time() - c0
         self.write()
         return self
 
@@ -606,7 +611,7 @@ class Annealer:
 
     def _one_temperature(self, k: int) -> None:
         a = self.s.cfg["anneal"]
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         temp = float(self.s.schedule[k])
         hmc = self._hmc(temp)
         state = self.chain
@@ -618,6 +623,8 @@ class Annealer:
         best_theta: FloatArray | None = None
         best_j = -1
         for j in range(a["n_trajectories"]):
+            if j > 0 and a["adapt_every"] and j % a["adapt_every"] == 0:
+                state = hmc.adapt(state, self.rng, factor=a["adapt_factor"])
             state, info = hmc.step(state, self.rng)
             n_acc += bool(info.is_accepted)
             n_div += bool(info.is_divergent)
@@ -659,6 +666,7 @@ class Annealer:
         for c in TABLE_COLUMNS:
             self.table[c].append(float(row[c]))
         self.counters["elapsed_s"] = self.counters.get("elapsed_s", 0.0) + row["seconds"]
+        self.counters["cpu_s"] = self.counters.get("cpu_s", 0.0) + time.process_time() - c0
         self.write()
 
     def _finish(self) -> None:
@@ -716,6 +724,7 @@ class Annealer:
             "table": {k: [num(x) for x in v] for k, v in self.table.items()},
             "best": {k: num(v) for k, v in self.best.items()},
             "elapsed_s": self.counters.get("elapsed_s", 0.0),
+            "cpu_s": self.counters.get("cpu_s", 0.0),
             "init_s": self.counters.get("init_s", 0.0),
             "config": s.cfg.data,
         }

@@ -93,14 +93,21 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
                    f"  {t['seconds'][k]:.1f} s  elapsed {time.monotonic() - t0:.0f} s",
                    err=True)
 
-    ann.run(progress=progress)
+    try:
+        ann.run(progress=progress)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: {out / ANNEAL_H5} holds {ann.n_done} completed "
+                   f"temperature(s); continue with `thermonet anneal {config_path} --out {out} "
+                   "--resume`", err=True)
+        raise SystemExit(130) from None
     summary = ann.summary()
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))
         return
     b = summary["best"]
     click.echo(f"stopped        {summary['stop_reason']} ({summary['n_temperatures_done']} of "
-               f"{n_total} temperatures, {summary['elapsed_s']:.1f} s)")
+               f"{n_total} temperatures, {summary['elapsed_s']:.1f} s wall, "
+               f"{summary['cpu_s']:.1f} s CPU)")
     click.echo(f"best vector    T = {b['temperature']:.6g} (temperature "
                f"{b['temperature_index'] + 1}, trajectory {b['trajectory'] + 1})")
     click.echo(f"validation     error {_pct(b['val_error'])}, energy "
