@@ -455,3 +455,29 @@ def test_cli_writes_analysis_kinds(runs, tmp_path, kind, suffix, extra):
         assert "<svg" in text
         if kind == "energy":   # --no-test: no test lines in the legend
             assert "D50 train" in text and "D50 test" not in text
+
+
+def test_plot_dispatch_stacks_single_run_kinds(runs, tmp_path):
+    from matplotlib.collections import LineCollection
+
+    fig = plotting.plot("replicas", [runs["D50"], runs["D500"]], tmp_path / "r.png",
+                        follow="replica")
+    main_axes = [ax for ax in fig.axes if ax.get_xlabel() == "iteration"]
+    assert len(main_axes) == 2
+    for ax, data in zip(main_axes, ("D50", "D500"), strict=True):
+        assert sum(isinstance(c, LineCollection) for c in ax.collections) == K
+        assert f"run_{data}: M3 on {data}" in ax.get_title()
+    fig = plotting.plot("ladder", [runs["D50"], runs["D500"]])
+    assert len(fig.axes) == 8
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(PlotError, match="unknown plot kind 'fig3'; expected one of replicas, "
+                                        "energy, size, ladder, heat"):
+        plotting.plot("fig3", [runs["D50"]])
+
+
+def test_cli_baseline_only_for_energy(runs, tmp_path):
+    res = _invoke("plot", runs["D50"], "--kind", "size", "--baseline", tmp_path / "b.json",
+                  "--out", tmp_path / "x.png")
+    assert res.exit_code == 1
+    (err,) = _error_lines(res.output)
+    assert "--baseline applies to --kind energy only" in err
