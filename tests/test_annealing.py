@@ -358,3 +358,26 @@ def test_docs_list_every_anneal_key_with_its_default():
             assert shown == "[]", key
         else:
             assert float(shown) == default, key
+
+
+def test_start_from_a_minimum_or_a_parameter_file(tmp_path, mnist_dir):
+    from thermonet.architectures import get_architecture
+    from thermonet.data import load_dataset
+    from thermonet.minimisers.rmin import RMin
+    from thermonet.priors import BoxPrior
+
+    raw = {k: dict(v) for k, v in TINY.items()}
+    raw["anneal"]["start"] = "minimum"
+    raw["minimiser"] = {"name": "rmin", "max_steps": 15}
+    ann = an.Annealer.create(an.resolve_config(raw), tmp_path / "m")
+    arch = get_architecture("M1")
+    draw = arch.initial_draw(np.random.default_rng(np.random.SeedSequence(3).spawn(3)[0]))
+    pot = arch.potential(load_dataset("D50"))
+    ref = RMin(max_steps=15).minimise(pot, draw, prior=BoxPrior.for_architecture(arch))
+    np.testing.assert_array_equal(ann.chain.theta, ref.theta)
+    assert ann.chain.energy == pytest.approx(ref.energy, rel=1e-12)
+    assert ref.energy < pot.energy(draw)
+    np.save(tmp_path / "w.npy", draw)
+    raw["anneal"].update(start="params", params=str(tmp_path / "w.npy"))
+    ann = an.Annealer.create(an.resolve_config(raw), tmp_path / "p")
+    np.testing.assert_array_equal(ann.chain.theta, draw)

@@ -494,11 +494,11 @@ class Annealer:
         if path.exists() and not overwrite:
             raise ConfigError(f"{out} already holds an anneal ({path}); continue it with "
                               "--resume, pass --overwrite to discard it, or choose another --out")
+        t0, c0 = time.monotonic(), time.process_time()
+        setup = build(cfg)             # data errors surface before anything is removed
         out.mkdir(parents=True, exist_ok=True)
         for name in (ANNEAL_H5, ANNEAL_JSON, ANNEAL_H5 + ".tmp"):
             (out / name).unlink(missing_ok=True)
-        t0, c0 = time.monotonic(), time.process_time()
-        setup = build(cfg)
         a = cfg["anneal"]
         rng_init = np.random.default_rng(setup.seeds[0])
         if a["start"] == "params":
