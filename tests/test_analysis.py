@@ -428,6 +428,18 @@ def test_missing_and_corrupt_run_dirs(tmp_path):
         analyse(tmp_path / "empty")
 
 
+def test_missing_baseline_fails_before_any_work(synthetic_run, monkeypatch):
+    import thermonet.analysis as an
+
+    def no_data(*a, **k):
+        raise AssertionError("data were loaded before the --baseline path was checked")
+
+    run_dir, _ = synthetic_run
+    monkeypatch.setattr(an.ckpt, "read_checkpoint", no_data)
+    with pytest.raises(ConfigError, match="does not exist"):
+        analyse(run_dir, baseline=run_dir / "no_such_baseline.json")
+
+
 def test_out_prefix_never_clobbers_the_run(synthetic_run):
     d, _ = synthetic_run
     for prefix in (d / "checkpoint", d / "trace" / "it000000001-000005000"):

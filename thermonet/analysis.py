@@ -679,6 +679,10 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                                    "`thermonet run`")
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ConfigError(f"workers = {workers!r}; expected an integer >= 1")
+    if baseline is not None and not Path(baseline).exists():   # fail before loading any data
+        raise ConfigError(f"--baseline {baseline} does not exist; expected the JSON printed by "
+                          "`thermonet baseline --json` (saved to a file) or the .npy written by "
+                          "`thermonet baseline --out`")
     ck = ckpt.read_checkpoint(run_dir)
     tr = ckpt.read_trace(run_dir, run_uuid=ck.run_uuid)
     try:
