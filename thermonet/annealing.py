@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import itertools
 import json
 import logging
 import math
@@ -84,7 +85,7 @@ ANNEAL_KEYS: _Schema = {
     "temperatures": ([], (list,), (
         lambda v: all(isinstance(t, (int, float)) and not isinstance(t, bool)
                       and math.isfinite(t) and t > 0 for t in v)
-        and all(a > b for a, b in zip(v, v[1:], strict=False)),
+        and all(a > b for a, b in itertools.pairwise(v)),
         "a list of positive, strictly decreasing temperatures"),
         "explicit schedule (replaces t_start, t_end, n_temperatures when not empty)"),
     "n_trajectories": (50, (int,), (lambda v: v >= 1, "an integer >= 1"),
@@ -109,8 +110,8 @@ ANNEAL_KEYS: _Schema = {
     "adapt_factor": (0.9, (float, int), (lambda v: 0 < v < 1, "a number in (0, 1)"),
                      "factor of the step-size search at each temperature after the first"),
     "adapt_every": (0, (int,), (lambda v: v >= 0, "an integer >= 0"),
-                    "also adapt dt after every this many trajectories within a temperature "
-                    "(0: only at the start of each temperature)"),
+                    ("also adapt dt after every this many trajectories within a temperature "
+                     "(0: only at the start of each temperature)")),
 }
 ANNEAL_SECTIONS = ("run", "data", "architecture", "anneal", "sampler", "minimiser")
 
@@ -224,13 +225,13 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
             table = nxt
         table[parts[-1]] = value
         given_sources[dotted] = override_source
-    for section in doc:
+    for section, table_given in doc.items():
         if section not in ANNEAL_SECTIONS:
             raise ConfigError(f"unknown section [{section}] in an anneal configuration"
                               f"{cfgmod._suggest(section, list(ANNEAL_SECTIONS))} Valid "
                               f"sections: {', '.join(ANNEAL_SECTIONS)}")
-        if not isinstance(doc[section], dict):
-            raise ConfigError(f"[{section}] must be a table; got {doc[section]!r}")
+        if not isinstance(table_given, dict):
+            raise ConfigError(f"[{section}] must be a table; got {table_given!r}")
     if "anneal" not in doc:
         raise ConfigError("the configuration has no [anneal] section; expected one with e.g. "
                           "t_start, t_end, n_temperatures, n_trajectories, patience")
@@ -837,7 +838,23 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-__all__ = ["ANNEAL_H5", "ANNEAL_JSON", "ANNEAL_KEYS", "AnnealResult", "Annealer", "Setup",
-           "TABLE_COLUMNS", "best_index", "build", "geometric_schedule", "load_config",
-           "make_validation", "read_anneal", "resolve_config", "running_average",
-           "schedule_of", "stop_index", "without"]
+__all__ = [
+    "ANNEAL_H5",
+    "ANNEAL_JSON",
+    "ANNEAL_KEYS",
+    "TABLE_COLUMNS",
+    "AnnealResult",
+    "Annealer",
+    "Setup",
+    "best_index",
+    "build",
+    "geometric_schedule",
+    "load_config",
+    "make_validation",
+    "read_anneal",
+    "resolve_config",
+    "running_average",
+    "schedule_of",
+    "stop_index",
+    "without",
+]
