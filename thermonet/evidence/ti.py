@@ -554,11 +554,11 @@ def _fit_reference(potential: Any, theta0: Any, prior: Any, config: TIConfig | N
     n = potential.n_params
     w0 = as_theta(theta0, n, what="TI starting point theta0")
     _check_prior(prior, n, w0)
-    bridge = BridgePotential(potential, Reference(w0, np.zeros(n), np.zeros(n, bool),
-                                                  float(potential.energy(w0))), 0.0)
-    if not math.isfinite(bridge.e0):
-        raise ConvergenceError(f"E(theta0) = {bridge.e0}; TI needs a finite energy at its "
-                               "starting point (a minimum)")
+    e0 = float(potential.energy(w0))
+    if not math.isfinite(e0):
+        raise ConvergenceError(f"E(theta0) = {e0}; TI needs a finite energy at its starting "
+                               "point (a minimum)")
+    bridge = BridgePotential(potential, Reference(w0, np.zeros(n), np.zeros(n, bool), e0), 0.0)
     with_box = config.reference == "box"
     sampler = _hmc(bridge, prior, config, "reflect" if with_box else "endpoint", with_box)
     chain = _Chain(sampler, bridge, w0, config.step_size, config.step_jitter)
@@ -619,8 +619,13 @@ def _fingerprint(potential: Any, w0: FloatArray, prior: Any, config: TIConfig, s
                  reference: Reference | None) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(config.as_dict(), sort_keys=True).encode())
-    h.update(repr(seed if not isinstance(seed, np.random.SeedSequence)
-                  else (seed.entropy, seed.spawn_key)).encode())
+    if isinstance(seed, np.random.SeedSequence):
+        key: Any = (seed.entropy, seed.spawn_key)
+    elif isinstance(seed, (int, np.integer)):
+        key = int(seed)
+    else:
+        key = seed
+    h.update(repr(key).encode())
     h.update(type(potential).__name__.encode())
     h.update(str(potential.n_params).encode())
     h.update(np.ascontiguousarray(w0).tobytes())
@@ -918,7 +923,7 @@ def _result(config: TIConfig, ref: Reference, prior: Any, lambdas: FloatArray,
         "elapsed_seconds": pr.elapsed,
         "gradient_evaluations": pr.n_grad + pr.kfit_grad,
         "kfit_gradient_evaluations": pr.kfit_grad,
-        "seed": seed if isinstance(seed, (int, np.integer)) else repr(seed),
+        "seed": int(seed) if isinstance(seed, (int, np.integer)) else repr(seed),
         "config": config.as_dict(),
         "completed": bool(pr.next_index == n_pts),
     }
