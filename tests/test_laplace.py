@@ -163,6 +163,8 @@ def test_hvp_equals_dense_product_and_is_thread_independent(rng):
     pot2 = arch.potential(x=x, y=y, block=8, threads=2)
     assert np.array_equal(hvp(pot2, th, v), hv)
     assert np.array_equal(hessian(pot2, th, column_block=7, symmetrise=False), h)
+    idx = [3, 1, 17, 30]
+    assert np.array_equal(hessian(pot, th, index=idx, symmetrise=False), h[np.ix_(idx, idx)])
 
 
 def test_gaussian_testsystem_hessian_is_exact():

@@ -452,7 +452,8 @@ def _threads(potential: Any) -> int:
 
 def hessian(potential: Any, theta: Any, *, method: str = "auto",
             column_block: int = DEFAULT_COLUMN_BLOCK, threads: int | None = None,
-            symmetrise: bool = True, info: dict[str, Any] | None = None) -> FloatArray:
+            symmetrise: bool = True, index: Any = None,
+            info: dict[str, Any] | None = None) -> FloatArray:
     """Dense Hessian ``d^2 E / dtheta^2`` (float64, shape ``(d, d)``), symmetrised.
 
     Parameters
@@ -470,41 +471,53 @@ def hessian(potential: Any, theta: Any, *, method: str = "auto",
     symmetrise : bool
         Return ``(H + H^T) / 2`` (default). The largest ``|H - H^T|`` relative to ``max |H|``
         is stored in ``info["asymmetry"]`` either way.
+    index : array_like of int, optional
+        Only the rows and columns ``index`` (``H[np.ix_(index, index)]``); the R-operator then
+        computes only those columns and never holds the full matrix.
     info : dict, optional
         Receives ``hessian_method`` and ``asymmetry``.
 
     Returns
     -------
-    ndarray of float64, shape (n_params, n_params)
+    ndarray of float64, shape (n_params, n_params), or (len(index), len(index))
     """
     th = _theta64(potential, theta)
     m = resolve_method(potential, method)
     d = potential.n_params
+    idx = np.arange(d) if index is None else np.asarray(index, dtype=np.int64)
+    if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= d)):
+        raise ConfigError(f"index must be a 1-D array of parameter indices in [0, {d})")
+    n = idx.shape[0]
     if m == "analytic":
         h = _analytic_hessian(potential, th)
         assert h is not None
+        if index is not None:
+            h = np.ascontiguousarray(h[np.ix_(idx, idx)])
     elif m == "rop":
         if int(column_block) < 1:
             raise ConfigError(f"column_block = {column_block}; expected a positive integer")
         nthr = _threads(potential) if threads is None else max(1, int(threads))
-        h = np.empty((d, d))
-        eye = np.zeros((min(int(column_block), d), d))
+        h = np.empty((n, n))
+        cb = min(int(column_block), max(n, 1))
+        eye = np.zeros((cb, d))
+        col = np.empty((cb, d))
         with kt.limit(nthr):
-            for j0 in range(0, d, int(column_block)):
-                j1 = min(d, j0 + int(column_block))
+            for j0 in range(0, n, cb):
+                j1 = min(n, j0 + cb)
                 e = eye[:j1 - j0]
                 e[:] = 0.0
-                e[np.arange(j1 - j0), np.arange(j0, j1)] = 1.0
+                e[np.arange(j1 - j0), idx[j0:j1]] = 1.0
                 # row j of the result holds H e_j = column j (H is symmetric up to rounding)
                 _rop_hvp(th, potential._widths, potential._out, potential.x, potential.y,
-                         potential.block, e, h[j0:j1])
+                         potential.block, e, col[:j1 - j0])
+                h[j0:j1] = col[:j1 - j0][:, idx] if index is not None else col[:j1 - j0]
     else:
-        h = np.empty((d, d))
+        h = np.empty((n, n))
         steps = _fd_steps(th)
-        for j in range(d):
+        for jj, j in enumerate(idx):
             v = np.zeros(d)
             v[j] = 1.0
-            h[j] = _fd_hvp_one(potential, th, v, float(steps[j]))
+            h[jj] = _fd_hvp_one(potential, th, v, float(steps[j]))[idx]
     asym = _asymmetry(h)
     if info is not None:
         info["hessian_method"] = m

@@ -199,30 +199,39 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         raise ConfigError(f"bound = {bound!r}; expected 'projected' or 'scalar'")
     t0 = time.perf_counter()
     info: dict[str, Any] = {}
-    h = hessian(potential, th, column_block=column_block, threads=threads, info=info)
+    const_in, shift = _flat_coordinates(potential)
+    known = const_in | shift
+    keep = np.flatnonzero(~known)
+    # only the rows and columns of the coordinates not known to be flat are ever built
+    h = hessian(potential, th, column_block=column_block, threads=threads, info=info,
+                index=keep)
     t1 = time.perf_counter()
     details.update(info)
     details["hessian_s"] = t1 - t0
     zero_rows = ~np.any(h != 0.0, axis=1)
-    const_in, shift = _flat_coordinates(potential)
-    flat = zero_rows | const_in | shift
-    keep = np.flatnonzero(~flat)
+    n_zero = int(zero_rows.sum())
+    if n_zero:
+        sub = np.flatnonzero(~zero_rows)
+        h = h[np.ix_(sub, sub)]
+    flat = known.copy()
+    flat[keep[zero_rows]] = True
+    keep = keep[~zero_rows]
     n_flat = int(flat.sum())
-    details["n_flat_zero_rows"] = int(zero_rows.sum())
+    details["n_flat_zero_rows"] = n_zero
     details["n_flat_constant_inputs"] = int(const_in.sum())
     details["n_flat_softmax_shift"] = int(shift.sum())
-    if n_flat:
-        h = h[np.ix_(keep, keep)]
     sigma = prior.sigma[keep]
     log_flat = float(np.sum(np.log(prior.sigma[flat])))
     want_vectors = bound == "projected"
     with kt.limit(1, blas_threads=max(1, int(eig_threads))):
         if h.shape[0] == 0:
             lam, u = np.zeros(0), np.zeros((0, 0))
+        # h is exactly symmetric: its transpose is the Fortran-ordered array LAPACK works on
+        # in place (no copy of the d x d matrix)
         elif want_vectors:
-            lam, u = scipy.linalg.eigh(h, overwrite_a=True, check_finite=False, driver="evr")
+            lam, u = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr")
         else:
-            lam = scipy.linalg.eigh(h, overwrite_a=True, check_finite=False, driver="evr",
+            lam = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr",
                                     eigvals_only=True)
     del h
     t2 = time.perf_counter()
