@@ -234,6 +234,12 @@ def test_rerun_of_a_finished_directory_recomputes_nothing(exact_run, monkeypatch
     res = invoke(cfg, "--out", out)
     assert res.exit_code == 0, res.output
     assert res.output == first.output
+    res = invoke(cfg, "--out", out, "--json")
+    assert res.exit_code == 0, res.output
+    stored = json.loads((out / "summary.json").read_text())
+    printed = json.loads(res.output)
+    assert printed["bayes_factors"] == stored["bayes_factors"]
+    assert printed["rows"][0]["log_integral"] == stored["rows"][0]["log_integral"]
 
 
 def test_a_directory_with_another_config_is_refused(exact_run, tmp_path):

@@ -53,8 +53,9 @@ EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
 DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "name": ("D500", (str,), (lambda v: bool(v), "a data set name such as D500, or none"),
              "training set (none: data-free models such as gaussian)"),
-    "test": ("auto", (str,), (lambda v: v in ("auto", "complement", "official"),
-                              "one of auto, complement, official"), "test set (not used)"),
+    "test": ("official", (str,), (lambda v: v in ("auto", "complement", "official"),
+                                  "one of auto, complement, official"),
+             "test set of the data loader (the evidence does not use it)"),
 }
 
 LAPLACE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
@@ -79,7 +80,7 @@ SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "model")
 #: keys that may differ when a run directory is continued (they do not change any result
 #: already stored; more repeats, minima or the convergence report only add work)
 EXTENDABLE = ("evidence.workers", "evidence.repeats", "evidence.n_minima",
-              "evidence.convergence", "evidence.laplace")
+              "evidence.convergence", "evidence.laplace", "data.test")
 
 #: the default minimiser is RMin with the baseline's settings (E(D|w) ~ 1e-5 at the stop,
 #: thermonet.baseline.BASELINE_RMIN_SETTINGS) and the box respected: the evidence integrates
