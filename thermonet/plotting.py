@@ -201,7 +201,8 @@ def new_figure(figsize: tuple[float, float] = (7.0, 4.8)) -> Figure:
     return fig
 
 
-def _new_axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.8)) -> tuple[Figure, Axes]:
+def _new_axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.8)
+              ) -> tuple[Figure, Axes]:
     if ax is not None:
         return ax.figure, ax  # type: ignore[return-value]
     fig = new_figure(figsize)
@@ -432,7 +433,7 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
             raise PlotError("with precomputed analyses, give baselines as numbers (or pass "
                             "the baseline file to analyse(..., baseline=PATH))")
     labels = run_labels(infos)
-    fig, ax = _new_axes(ax)
+    fig, ax = _new_axes(ax, figsize=(9.0, 5.0))
     for i, (a, label, b) in enumerate(zip(res, labels, bases, strict=True)):
         colour = f"C{i % 10}"
         tab = a.table
@@ -464,7 +465,8 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     log_axis(ax)
     ax.set_xlabel("temperature T")
     ax.set_ylabel(ENERGY_LABEL + " per data point (nats per data point)")
-    ax.legend(fontsize="small", ncols=2 if len(dirs) > 2 else 1)
+    # outside the axes: the curves span the whole plot at some T
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(_title(f"{ENERGY_LABEL} per data point on training and test data", infos,
                         f"{_discarded(infos, discard)}; bands: ± 1 standard error"),
                  fontsize="medium")
