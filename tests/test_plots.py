@@ -432,13 +432,19 @@ def test_heat(runs, analyses):
     assert ax.get_xscale() == "log"
     assert ax.get_xlabel() == "temperature T"
     assert ax.get_ylabel().startswith("heat capacity C = Var(E)/T²")
+    fig = plotting.plot_heat([runs["D50"], runs["D500"]], per_point=True,
+                             analyses=[analyses["D50"], analyses["D500"]])
+    for line, data, n in zip(fig.axes[0].get_lines(), ("D50", "D500"), (50, 500), strict=True):
+        np.testing.assert_array_equal(line.get_ydata(),
+                                      analyses[data].table["heat_capacity"] / n)
+    assert fig.axes[0].get_ylabel().startswith("heat capacity per data point")
 
 
 @pytest.mark.parametrize("kind,suffix,extra", [
     ("energy", "png", ["--baseline", "BASE", "--baseline", "none"]),
     ("energy", "svg", ["--no-test"]),
     ("size", "png", []), ("size", "svg", ["--nearest"]),
-    ("heat", "png", []), ("heat", "svg", []),
+    ("heat", "png", []), ("heat", "svg", ["--per-point"]),
 ])
 def test_cli_writes_analysis_kinds(runs, tmp_path, kind, suffix, extra):
     base = tmp_path / "base.json"
@@ -481,3 +487,62 @@ def test_cli_baseline_only_for_energy(runs, tmp_path):
     assert res.exit_code == 1
     (err,) = _error_lines(res.output)
     assert "--baseline applies to --kind energy only" in err
+
+
+SINGLE = """
+[run]
+seed = 5
+n_iterations = 30
+checkpoint_every = 10
+sample_every = 2
+[data]
+name = "none"
+[architecture]
+name = "gaussian_mixture"
+means = [[-2.0, 0.0], [2.0, 0.5]]
+widths = [0.5, 0.8]
+prior_scale = 12.0
+[init]
+minimise = false
+burn_in = [3]
+[sampler]
+name = "hmc"
+temperature = 1.0
+n_trajectories = 2
+n_leapfrog = 5
+step_size = 0.3
+"""
+
+
+@pytest.fixture(scope="session")
+def single_chain(tmp_path_factory) -> Path:
+    """A data-free single-chain HMC run (K = 1) on a Gaussian mixture."""
+    from thermonet.runner import Run, detach_log
+
+    root = tmp_path_factory.mktemp("plot_single")
+    (root / "single.toml").write_text(SINGLE)
+    try:
+        Run.create(cfgmod.load(root / "single.toml"), root / "single").run(quiet=True)
+    finally:
+        detach_log()
+    return root / "single"
+
+
+def test_single_chain_without_data(single_chain, tmp_path):
+    tr = ckpt.read_trace(single_chain)
+    (line,) = plotting.plot_replicas(single_chain).axes[0].get_lines()
+    np.testing.assert_array_equal(line.get_ydata(), tr["energy_k"][:, 0])
+    fig = plotting.plot_ladder(single_chain)
+    assert not fig.axes[0].get_lines()                  # no pairs, no swaps
+    np.testing.assert_array_equal(fig.axes[1].get_lines()[0].get_ydata(), np.zeros(30))
+    (heat,) = plotting.plot_heat(single_chain).axes[0].get_lines()
+    e = tr["energy_k"][_kept(30), 0]
+    np.testing.assert_allclose(heat.get_ydata(), [e.var(ddof=1)], rtol=1e-12)   # T = 1
+    for kind in ("replicas", "ladder", "heat"):
+        res = _invoke("plot", single_chain, "--kind", kind, "--out", tmp_path / f"{kind}.png")
+        assert res.exit_code == 0, res.output
+    res = _invoke("plot", single_chain, "--kind", "energy", "--out", tmp_path / "e.png")
+    assert res.exit_code == 1
+    (err,) = _error_lines(res.output)
+    assert "single has no energy per data point (data set 'none'" in err
+    assert not (tmp_path / "e.png").exists()

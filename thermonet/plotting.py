@@ -432,6 +432,12 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
         if any(isinstance(b, (str, Path)) for b in bases):
             raise PlotError("with precomputed analyses, give baselines as numbers (or pass "
                             "the baseline file to analyse(..., baseline=PATH))")
+    for info, a in zip(infos, res, strict=True):
+        if not np.isfinite(np.asarray(a.table["train_energy_per_point"], np.float64)).any():
+            raise PlotError(f"{info.name} has no energy per data point (data set "
+                            f"{info.data!r}, {a.meta.get('iterations_used', 0)} iterations "
+                            "used); the energy plot needs a run on a data set with recorded "
+                            "iterations (try --kind replicas, ladder or heat)")
     labels = run_labels(infos)
     fig, ax = _new_axes(ax, figsize=(9.0, 5.0))
     for i, (a, label, b) in enumerate(zip(res, labels, bases, strict=True)):
@@ -691,7 +697,8 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
 # --- heat capacity ------------------------------------------------------------------------------
 
 def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *,
-              discard: float | None = None, analyses: Sequence[Any] | None = None,
+              per_point: bool = False, discard: float | None = None,
+              analyses: Sequence[Any] | None = None,
               mnist_dir: PathLike | None = None) -> Figure:
     """The heat capacity C(T) = Var(E)/T² (k_B = 1) versus T, one line per run.
 
@@ -699,6 +706,8 @@ def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     ----------
     run_dirs : path or sequence of paths
     ax : Axes, optional
+    per_point : bool
+        Divide by the number of training points (C is extensive: compares data sets).
     discard : float, optional
     analyses : sequence of Analysis, optional
     mnist_dir : path, optional
@@ -716,11 +725,19 @@ def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
         colour = f"C{i % 10}"
         t = np.asarray(a.table["temperature"], dtype=np.float64)
         c = np.asarray(a.table["heat_capacity"], dtype=np.float64)
+        c_err = np.asarray(a.table["heat_capacity_err"], dtype=np.float64)
+        if per_point:
+            n_train = int(a.meta.get("n_train", 0))
+            if n_train <= 0:
+                raise PlotError(f"{infos[i].name} has no training set (data set "
+                                f"{infos[i].data!r}); drop --per-point")
+            c, c_err = c / n_train, c_err / n_train
         ax.plot(t, c, "-o", color=colour, ms=3.5, label=label)
-        _band(ax, t, c, a.table["heat_capacity_err"], colour)
+        _band(ax, t, c, c_err, colour)
     log_axis(ax)
     ax.set_xlabel("temperature T")
-    ax.set_ylabel("heat capacity C = Var(E)/T² (k_B = 1, dimensionless)")
+    ax.set_ylabel("heat capacity per data point C/n = Var(E)/(n T²) (k_B = 1)" if per_point
+                  else "heat capacity C = Var(E)/T² (k_B = 1, dimensionless)")
     ax.legend(fontsize="small")
     ax.set_title(_title("Heat capacity", infos, "bands: ± 1 standard error"), fontsize="medium")
     return fig

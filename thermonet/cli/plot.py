@@ -33,6 +33,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
                    "log T.")
 @click.option("--no-test", is_flag=True,
               help="energy: training data only (no evaluation of the samples on test data).")
+@click.option("--per-point", is_flag=True,
+              help="heat: divide by the number of training points.")
 @click.option("--workers", type=int, default=1, show_default=True,
               help="energy: threads evaluating the samples on the test data.")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
@@ -42,7 +44,7 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
 @click.pass_context
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
-         nearest: bool, no_test: bool, workers: int, mnist_dir: str | None,
+         nearest: bool, no_test: bool, per_point: bool, workers: int, mnist_dir: str | None,
          dpi: float) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
@@ -83,6 +85,8 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
         options.update(test=not no_test, workers=workers)
     elif kind == "replicas":
         options["follow"] = follow
+    elif kind == "heat":
+        options["per_point"] = per_point
     elif kind == "size":
         options.update(temperature=temperature, method="nearest" if nearest else "interpolate")
     plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)
