@@ -58,9 +58,8 @@ from thermonet.errors import (
 )
 from thermonet.evidence._result import EvidenceResult
 
-__all__ = ["TIConfig", "Reference", "BridgePotential", "fit_reference",
-           "thermodynamic_integration", "repeat_ti", "log_truncated_gaussian",
-           "TI_CHECKPOINT"]
+__all__ = ["TI_CHECKPOINT", "BridgePotential", "Reference", "TIConfig", "fit_reference",
+           "log_truncated_gaussian", "repeat_ti", "thermodynamic_integration"]
 
 METHODS = ("converged", "paper")
 F0_KINDS = ("exact", "centred")
@@ -122,7 +121,7 @@ class TIConfig:
     step_jitter : float or None
         Each trajectory uses ``dt·(1 + j·(2u - 1))``, u ~ U(0, 1): a random step size breaks
         the periodic orbits that make fixed-length HMC stall on near-harmonic directions
-        (``L·dt`` close to a period; Neal 2011, Sec. 5.4.2.2). None: 0.2 (converged), 0 (paper).
+        (``L·dt`` close to a period; Neal 2011, Sec. 5.4.2.2). None: 0.5 (converged), 0 (paper).
     """
 
     temperature: float = 1.0
@@ -158,7 +157,7 @@ class TIConfig:
         if self.initial_burn_in is None:
             object.__setattr__(self, "initial_burn_in", 1500)
         if self.step_jitter is None:
-            object.__setattr__(self, "step_jitter", 0.0 if paper else 0.2)
+            object.__setattr__(self, "step_jitter", 0.0 if paper else 0.5)
         if not 0.0 <= self.step_jitter < 1.0:
             raise ConfigError(f"TI step_jitter = {self.step_jitter!r}; expected 0 <= j < 1")
         if self.wall not in ("reflect", "endpoint"):
@@ -562,7 +561,7 @@ def _fit_reference(potential: Any, theta0: Any, prior: Any, config: TIConfig | N
     with_box = config.reference == "box"
     sampler = _hmc(bridge, prior, config, "reflect" if with_box else "endpoint", with_box)
     chain = _Chain(sampler, bridge, w0, config.step_size, config.step_jitter)
-    first = int(math.ceil(0.2 * config.kfit_burn_in))
+    first = math.ceil(0.2 * config.kfit_burn_in)
     chain.adapt(rng, 0.1)
     chain.run(rng, first)
     chain.adapt(rng, 0.1)
@@ -824,7 +823,7 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
         row = pr.samples[pos]
         count = [0]
 
-        def record() -> None:
+        def record(row: FloatArray = row, count: list[int] = count) -> None:
             row[count[0]] = bridge.dj_dlambda(chain.state.theta, chain.base_e)
             count[0] += 1
 
