@@ -165,6 +165,15 @@ def test_hvp_equals_dense_product_and_is_thread_independent(rng):
     assert np.array_equal(hessian(pot2, th, column_block=7, symmetrise=False), h)
     idx = [3, 1, 17, 30]
     assert np.array_equal(hessian(pot, th, index=idx, symmetrise=False), h[np.ix_(idx, idx)])
+    # with a Gaussian prior term: + diag(s / s_i^2), still exact (R-operator underneath)
+    gp = GaussianPrior(rng.uniform(0.5, 2.0, arch.n_params))
+    wrapped = PriorPotential(pot, gp, scale=0.3)
+    info = {}
+    hw = hessian(wrapped, th, symmetrise=False, info=info)
+    assert info["hessian_method"] == "rop"
+    np.testing.assert_allclose(hw, h + np.diag(0.3 / gp.std**2), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(hvp(wrapped, th, v), hv + 0.3 * v / gp.std**2, rtol=0,
+                               atol=1e-13 * np.abs(hv).max())
 
 
 def test_gaussian_testsystem_hessian_is_exact():

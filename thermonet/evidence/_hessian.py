@@ -332,17 +332,12 @@ def _is_mlp(potential: Any) -> bool:
 
 def _analytic_hessian(potential: Any, theta: FloatArray) -> FloatArray | None:
     """The closed-form Hessian of ``potential`` if it has one, else None."""
-    from thermonet.priors import PriorPotential
     from thermonet.testsystems import FlatPotential, GaussianPotential
 
     if isinstance(potential, GaussianPotential):
         return np.diag(np.asarray(potential.k, dtype=np.float64))
     if isinstance(potential, FlatPotential):
         return np.zeros((potential.n_params, potential.n_params))
-    if isinstance(potential, PriorPotential):
-        h = hessian(potential.base, theta)
-        h[np.diag_indices_from(h)] += potential.scale / potential.prior.std ** 2
-        return h
     own = getattr(potential, "hessian", None)
     if callable(own):
         h = np.array(own(theta), dtype=np.float64)
@@ -351,6 +346,15 @@ def _analytic_hessian(potential: Any, theta: FloatArray) -> FloatArray | None:
             raise ConfigError(f"{type(potential).__name__}.hessian returned shape {h.shape}; "
                               f"expected ({d}, {d})")
         return h
+    return None
+
+
+def _prior_diagonal(potential: Any) -> FloatArray | None:
+    """``s / s_i^2`` if ``potential`` adds a Gaussian prior term to a base potential."""
+    from thermonet.priors import PriorPotential
+
+    if isinstance(potential, PriorPotential):
+        return potential.scale / potential.prior.std ** 2
     return None
 
 
@@ -376,8 +380,7 @@ def resolve_method(potential: Any, method: str = "auto") -> str:
             getattr(potential, "hessian", None)):
         return "analytic"
     if isinstance(potential, PriorPotential):
-        return "analytic" if resolve_method(potential.base) == "analytic" else \
-            resolve_method(potential.base)
+        return resolve_method(potential.base)
     return "fd"
 
 
@@ -426,6 +429,11 @@ def hvp(potential: Any, theta: Any, v_kp: Any, *, method: str = "auto") -> Float
     if v.shape[1] != potential.n_params:
         raise ConfigError(f"directions have {v.shape[1]} components; expected "
                           f"{potential.n_params}")
+    prior_diag = _prior_diagonal(potential)
+    if prior_diag is not None:
+        # a Gaussian prior term: the base potential's products plus diag(s / s_i^2) v
+        out = hvp(potential.base, th, v, method=method) + v * prior_diag
+        return out[0] if single else out
     m = resolve_method(potential, method)
     if m == "rop":
         out = np.empty_like(v)
@@ -488,6 +496,13 @@ def hessian(potential: Any, theta: Any, *, method: str = "auto",
     if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= d)):
         raise ConfigError(f"index must be a 1-D array of parameter indices in [0, {d})")
     n = idx.shape[0]
+    prior_diag = _prior_diagonal(potential)
+    if prior_diag is not None:
+        # a Gaussian prior term adds diag(s / s_i^2) to the base potential's Hessian
+        h = hessian(potential.base, th, method=method, column_block=column_block,
+                    threads=threads, symmetrise=symmetrise, index=index, info=info)
+        h[np.diag_indices_from(h)] += prior_diag[idx]
+        return h
     if m == "analytic":
         h = _analytic_hessian(potential, th)
         assert h is not None

@@ -21,9 +21,11 @@ box along it, or whose eigenvalue is zero or negative, contributes ``log b_i`` i
     the ``σ_j``. A heuristic, not a bound: a direction along a narrow axis may be given a wider
     box than it has.
 
-Coordinates whose Hessian row is exactly zero (for the MLP: first-layer weights of input
-pixels that are 0 over the whole training set, 1000 of them for D500) are separated first:
-``E`` does not depend on them to second order, and each contributes exactly ``ln σ_j``.
+Directions that are flat by construction are separated first, exactly, by a shear of unit
+Jacobian (:func:`_flat_coordinates`): for the MLP the first-layer weights of inputs that are
+constant over the training set (25 pixels x 40 units = 1000 for D500) and, with a linear output
+layer, the softmax's common shift (the last class's weights and bias, 41 for M3). Each
+contributes its box width ``ln σ_j``, as does any coordinate whose Hessian row is exactly zero.
 
 Two ways to the eigenvalue sum (``method``):
 
@@ -140,11 +142,12 @@ def laplace_evidence(potential: Any, theta0: Any, prior: BoxPrior, temperature: 
     Returns
     -------
     EvidenceResult
-        ``method="laplace"``; ``details`` holds the eigenvalue counts (``n_flat``: exactly
-        zero Hessian rows; ``n_bounded``: directions given the box width, flat ones included;
-        ``n_negative``, ``n_small``), an eigenvalue summary, ``logdet`` (of ``H/T`` over the
-        unbounded directions), the plain Laplace value without any box (``log_integral_unbounded``,
-        NaN if an eigenvalue is <= 0), the Hessian scheme, its asymmetry and timings.
+        ``method="laplace"``; ``details`` holds the eigenvalue counts (``n_flat``: the
+        sheared-out flat coordinates; ``n_bounded``: directions given the box width, flat
+        ones included; ``n_negative``, ``n_small``), an eigenvalue summary, ``logdet`` (of
+        ``H/T`` over the unbounded directions), the plain Laplace value without any box
+        (``log_integral_unbounded``, NaN if an eigenvalue is <= 0 or a coordinate is flat),
+        the Hessian scheme, its asymmetry and timings (docs/evidence.md lists them all).
     """
     t_start = time.perf_counter()
     th, t = _check_inputs(potential, theta0, prior, temperature)
