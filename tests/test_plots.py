@@ -368,6 +368,24 @@ def test_energy_lines_are_the_analysis_table(runs, analyses, tmp_path):
     assert "run_D500: M3 on D500, 20 iterations" in title
 
 
+def test_energy_predictive(runs):
+    from thermonet.analysis import analyse
+
+    a = analyse(runs["D500"], predictive=True)
+    fig = plotting.plot_energies([runs["D500"]], analyses=[a], predictive=True)
+    ax = fig.axes[0]
+    line = _line(ax, "D500 test, Bayesian predictive")
+    np.testing.assert_array_equal(line.get_ydata(),
+                                  a.table["predictive_test_energy_per_point"])
+    # the predictive's energy is at most the mean of the samples' (Jensen: -log of a mean of
+    # probabilities <= mean of -log probabilities, per test point)
+    assert np.all(a.table["predictive_test_energy_per_point"]
+                  <= a.table["test_energy_per_point"] + 1e-12)
+    assert "D500 test, Bayesian predictive" not in [
+        ln.get_label() for ln in plotting.plot_energies([runs["D500"]], analyses=[a]).axes[0]
+        .get_lines()]
+
+
 def test_energy_labels_disambiguate():
     def info(name, arch, data):
         return plotting.RunInfo(Path(name), name, arch, data, 1, np.ones(1), 1, 0.2)

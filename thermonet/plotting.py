@@ -153,10 +153,11 @@ def _as_list(run_dirs: PathLike | Sequence[PathLike]) -> list[PathLike]:
 
 
 def _analyse(run_dir: PathLike, discard: float | None, *, test: bool, workers: int,
-             baseline: PathLike | None = None, mnist_dir: PathLike | None = None) -> Any:
+             baseline: PathLike | None = None, mnist_dir: PathLike | None = None,
+             predictive: bool = False) -> Any:
     from thermonet.analysis import analyse
 
-    return analyse(run_dir, discard=discard, test=test, baseline=baseline, predictive=False,
+    return analyse(run_dir, discard=discard, test=test, baseline=baseline, predictive=predictive,
                    workers=workers, mnist_dir=None if mnist_dir is None else str(mnist_dir))
 
 
@@ -382,8 +383,8 @@ def _band(ax: Axes, x: np.ndarray, y: np.ndarray, err: np.ndarray, colour: Any) 
 
 def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *,
                   baselines: Sequence[PathLike | float | None] | None = None,
-                  test: bool = True, discard: float | None = None, workers: int = 1,
-                  analyses: Sequence[Any] | None = None,
+                  test: bool = True, predictive: bool = False, discard: float | None = None,
+                  workers: int = 1, analyses: Sequence[Any] | None = None,
                   mnist_dir: PathLike | None = None) -> Figure:
     """⟨E(D|w)⟩_T per data point on the training and test data versus T (paper Figs. 3, 4).
 
@@ -402,6 +403,9 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
         point), or None. Drawn as a dotted line with a ± one standard error band.
     test : bool
         Also the test energies (needs parameter samples in the trace).
+    predictive : bool
+        Also the test energy per point of the Bayesian predictive (the average of the
+        samples' predicted probabilities; dotted line with triangles).
     discard : float, optional
         Burn-in fraction [default: each run's ``run.discard``].
     workers : int
@@ -425,7 +429,8 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     infos = [run_info(d) for d in dirs]
     if analyses is None:
         res = [_analyse(d, discard, test=test, workers=workers,
-                        baseline=b if isinstance(b, (str, Path)) else None, mnist_dir=mnist_dir)
+                        baseline=b if isinstance(b, (str, Path)) else None, mnist_dir=mnist_dir,
+                        predictive=predictive and test)
                for d, b in zip(dirs, bases, strict=True)]
     else:
         res = list(analyses)
@@ -455,6 +460,10 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
             else:
                 log.warning("%s: no test energies (no parameter samples in the trace?)",
                             infos[i].name)
+            yp = np.asarray(tab["predictive_test_energy_per_point"], dtype=np.float64)
+            if predictive and np.isfinite(yp).any():
+                ax.plot(t, yp, ":^", color=colour, ms=3.5, lw=1.2,
+                        label=f"{label} test, Bayesian predictive")
         ref = getattr(a, "references", None) or {}
         if b is not None and not isinstance(b, (str, Path)):
             value, err = float(b), math.nan

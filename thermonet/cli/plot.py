@@ -33,6 +33,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
                    "log T.")
 @click.option("--no-test", is_flag=True,
               help="energy: training data only (no evaluation of the samples on test data).")
+@click.option("--predictive", is_flag=True,
+              help="energy: also the test energy of the Bayesian predictive.")
 @click.option("--per-point", is_flag=True,
               help="heat: divide by the number of training points.")
 @click.option("--workers", type=int, default=1, show_default=True,
@@ -44,7 +46,7 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
 @click.pass_context
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
-         nearest: bool, no_test: bool, per_point: bool, workers: int, mnist_dir: str | None,
+         nearest: bool, no_test: bool, predictive: bool, per_point: bool, workers: int, mnist_dir: str | None,
          dpi: float) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
@@ -82,7 +84,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
                 raise PlotError(f"{len(baselines)} --baseline for {len(run_dirs)} DIR(s); give "
                                 "one per DIR, in order ('none' for a DIR without)")
             options["baselines"] = [None if b.lower() == "none" else b for b in baselines]
-        options.update(test=not no_test, workers=workers)
+        options.update(test=not no_test, predictive=predictive, workers=workers)
     elif kind == "replicas":
         options["follow"] = follow
     elif kind == "heat":
