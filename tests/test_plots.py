@@ -145,6 +145,25 @@ def test_replicas_per_slot(runs):
     assert (span.get_x(), span.get_x() + span.get_width()) == (0.5, 4.5)
 
 
+def test_rows_beyond_the_checkpoint_are_ignored(runs, tmp_path):
+    """A segment written after the last checkpoint (a crash before the checkpoint replaced)
+    is not part of the run, as on resume and in the analysis."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["D50"], run)
+    tr = ckpt.read_trace(run)
+    ck = ckpt.read_checkpoint(run)
+    rows = {k: list(v[:5]) for k, v in tr.items()}
+    rows["iteration"] = list(tr["iteration"][:5] + 20)          # iterations 21..25
+    rows["energy_k"] = list(tr["energy_k"][:5] + 1e3)
+    ckpt.write_segment(run, ck.run_uuid, rows, [])
+    assert ckpt.read_trace(run)["iteration"].shape == (25,)
+    for k, line in enumerate(plotting.plot_replicas(run).axes[0].get_lines()):
+        np.testing.assert_array_equal(line.get_ydata(), tr["energy_k"][:, k])
+    assert plotting.ladder_statistics(run)["slot_r"].shape == (20, K)
+
+
 def test_replicas_per_replica(runs):
     from matplotlib.collections import LineCollection
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -82,12 +83,13 @@ class RunInfo:
     architecture, data : str
         Architecture and training-set names from the run's configuration.
     iterations : int
-        Completed iterations.
+        Completed iterations (the checkpoint's commit point).
     temperatures : ndarray of float64, shape (K,)
     n_trajectories : int
         Inner transitions per slot and iteration.
     discard : float
         The run's ``run.discard`` fraction.
+    run_uuid : str
     """
 
     path: Path
@@ -98,6 +100,7 @@ class RunInfo:
     temperatures: np.ndarray
     n_trajectories: int
     discard: float
+    run_uuid: str = ""
 
     def describe(self) -> str:
         """``"r50: M3 on D50, 20 iterations"``."""
@@ -106,7 +109,10 @@ class RunInfo:
 
 def run_info(run_dir: PathLike) -> RunInfo:
     """Read a run directory's checkpoint and configuration (one-line error if it is none)."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     from thermonet import checkpoint as ckpt
 
@@ -122,6 +128,7 @@ def run_info(run_dir: PathLike) -> RunInfo:
         temperatures=np.asarray(ck.temperatures, dtype=np.float64),
         n_trajectories=int(sampler.get("n_trajectories", 1)),
         discard=float(cfg.get("run", {}).get("discard", 0.2)),
+        run_uuid=ck.run_uuid,
     )
 
 
@@ -129,7 +136,11 @@ def _trace(run_dir: PathLike) -> tuple[RunInfo, dict[str, np.ndarray]]:
     from thermonet import checkpoint as ckpt
 
     info = run_info(run_dir)
-    tr = ckpt.read_trace(run_dir)
+    tr = ckpt.read_trace(run_dir, run_uuid=info.run_uuid)
+    if "iteration" in tr:
+        # rows beyond the checkpoint (left by a crash; trimmed on resume) are not the run's
+        keep = np.asarray(tr["iteration"]) <= info.iterations
+        tr = {k: np.asarray(v)[keep] for k, v in tr.items()}
     if "iteration" not in tr or tr["iteration"].shape[0] == 0:
         raise PlotError(f"{run_dir} has no recorded iterations yet (iteration "
                         f"{info.iterations}); continue it with `thermonet resume {run_dir}`")
