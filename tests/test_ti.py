@@ -436,3 +436,24 @@ def test_reported_errors_match_the_scatter_of_independent_runs(sigma):
     runs, _, _ = repeat_ti(pot, mu, prior, TIConfig(**{**FAST, "n_samples": 60}), range(12))
     z = np.array([(r.log_integral - exact) / r.log_integral_error for r in runs])
     assert 0.25 < np.mean(z ** 2) < 2.5
+
+
+def test_collapsed_acceptance_is_readapted_or_reported_unknown():
+    """Sweeping from a flat reference (λ = 1) into a stiff well (k = 30): the dt adapted at
+    λ = 1 (the cap, 1.0) is far too large at λ ≈ 0. Without re-adaptation a λ point accepts
+    nothing, and its zero variance must not pass for a zero error: the error is NaN. With
+    ``min_acceptance`` (default 0.25) dt is re-adapted and the result is right."""
+    pot = Gaussian(1, stiffness=[30.0], centre=[0.0]).potential()
+    prior = BoxPrior(np.array([2.0]))
+    flat = Reference(np.zeros(1), np.zeros(1), np.ones(1, bool), 0.0)
+    exact = quad_log_trunc(30.0, 0.0, 1.0, 1.0)
+    cfg = {**FAST, "n_bridges": 20, "reverse": True}
+    stuck = thermodynamic_integration(pot, np.zeros(1), prior,
+                                      TIConfig(**cfg, min_acceptance=0.0, readapt_every=0),
+                                      seed=0, reference=flat)
+    assert min(stuck.details["acceptance"]) == 0 and math.isnan(stuck.log_integral_error)
+    r = thermodynamic_integration(pot, np.zeros(1), prior, TIConfig(**cfg), seed=0,
+                                  reference=flat)
+    assert sum(r.details["extra_adaptation"]) >= 1 and min(r.details["acceptance"]) > 0.1
+    assert 0 < r.log_integral_error < 0.2
+    assert abs(r.log_integral - exact) < 4 * r.log_integral_error

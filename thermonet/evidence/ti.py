@@ -122,6 +122,11 @@ class TIConfig:
         Each trajectory uses ``dt·(1 + j·(2u - 1))``, u ~ U(0, 1): a random step size breaks
         the periodic orbits that make fixed-length HMC stall on near-harmonic directions
         (``L·dt`` close to a period; Neal 2011, Sec. 5.4.2.2). None: 0.5 (converged), 0 (paper).
+    min_acceptance : float or None
+        When fewer than this fraction of a λ point's burn-in trajectories were accepted, dt is
+        re-adapted (factor 0.1, then 0.9) before its sampling, whatever ``readapt_every`` says
+        (a dt adapted at another λ can be far too large: sweeping from the flat λ = 1 end
+        towards λ = 0, the acceptance fell to 0). None: 0.25 (converged), 0 = never (paper).
     """
 
     temperature: float = 1.0
@@ -143,6 +148,7 @@ class TIConfig:
     reverse: bool = False
     uniform_threshold: float = 0.5
     step_jitter: float | None = None
+    min_acceptance: float | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -158,6 +164,10 @@ class TIConfig:
             object.__setattr__(self, "initial_burn_in", 1500)
         if self.step_jitter is None:
             object.__setattr__(self, "step_jitter", 0.0 if paper else 0.5)
+        if self.min_acceptance is None:
+            object.__setattr__(self, "min_acceptance", 0.0 if paper else 0.25)
+        if not 0.0 <= self.min_acceptance < 1.0:
+            raise ConfigError(f"TI min_acceptance = {self.min_acceptance!r}; expected 0 <= a < 1")
         if not 0.0 <= self.step_jitter < 1.0:
             raise ConfigError(f"TI step_jitter = {self.step_jitter!r}; expected 0 <= j < 1")
         if self.wall not in ("reflect", "endpoint"):
@@ -647,6 +657,7 @@ class _Progress:
     accepted: FloatArray            # (n_points,) accepted sampling trajectories
     reflections: FloatArray         # (n_points,)
     divergent: FloatArray           # (n_points,)
+    extra_adapt: FloatArray         # (n_points,) 1 where min_acceptance forced an adaptation
     theta: FloatArray
     dt: float
     rng_state: dict[str, Any]
@@ -674,7 +685,8 @@ def _write_checkpoint(run_dir: Path, fp: str, ref: Reference, pr: _Progress) -> 
         g.create_dataset("uniform", data=ref.uniform)
         g.attrs["energy0"] = ref.energy0
         s = fh.create_group("sweep")
-        for name in ("samples", "step_size", "accepted", "reflections", "divergent"):
+        for name in ("samples", "step_size", "accepted", "reflections", "divergent",
+                     "extra_adapt"):
             s.create_dataset(name, data=getattr(pr, name))
         fh.create_dataset("theta", data=pr.theta)
 
@@ -707,6 +719,7 @@ def _read_checkpoint(path: Path, fp: str) -> tuple[Reference, _Progress]:
         s = fh["sweep"]
         pr = _Progress(int(fh.attrs["next_index"]), s["samples"][()], s["step_size"][()],
                        s["accepted"][()], s["reflections"][()], s["divergent"][()],
+                       s["extra_adapt"][()],
                        fh["theta"][()], float(fh.attrs["dt"]), json.loads(fh.attrs["rng"]),
                        float(counters["elapsed_seconds"]),
                        int(counters["gradient_evaluations"]),
@@ -789,7 +802,8 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
         ref = ref.scaled(config.k_scale) if config.k_scale != 1.0 else ref
         bridge = BridgePotential(potential, ref)
         pr = _Progress(0, np.full((n_pts, config.n_samples), np.nan), np.full(n_pts, np.nan),
-                       np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts), w0.copy(),
+                       np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts),
+                       w0.copy(),
                        config.step_size, {}, 0.0, 0, kfit_grad)
 
     sampler = _hmc(bridge, prior, config, config.wall, True)
@@ -816,8 +830,13 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
     for pos in range(pr.next_index, n_pts):
         j = order[pos]
         chain.relambda(lambdas[j])
+        chain.reset_counters()
         chain.run(rng, config.n_burn_in)
-        if config.readapt_every and pos % config.readapt_every == 0 and pos != 0:
+        if config.n_burn_in and chain.n_accepted < config.min_acceptance * config.n_burn_in:
+            chain.adapt(rng, 0.1)
+            chain.adapt(rng, 0.9)
+            pr.extra_adapt[pos] = 1
+        elif config.readapt_every and pos % config.readapt_every == 0 and pos != 0:
             chain.adapt(rng, 0.9)
         chain.reset_counters()
         row = pr.samples[pos]
@@ -875,9 +894,12 @@ def _result(config: TIConfig, ref: Reference, prior: Any, lambdas: FloatArray,
     mean = np.empty(n_pts)
     sem = np.empty(n_pts)
     tau = np.empty(n_pts)
+    accepted = pr.accepted[inv]
     for j in range(n_pts):
         mean[j], sem[j] = mean_and_error(samples[j])
         tau[j] = integrated_autocorrelation_time(samples[j])
+        if accepted[j] == 0:     # a stuck chain: its zero variance says nothing
+            sem[j] = math.nan
     main = integrator.integrate(lambdas, mean, sem)
     other = (Trapezoid() if integrator.name != "trapezoid" else Simpson()).integrate(
         lambdas, mean, sem)
@@ -905,6 +927,7 @@ def _result(config: TIConfig, ref: Reference, prior: Any, lambdas: FloatArray,
         "acceptance": acc.tolist(),
         "wall_reflections": pr.reflections[inv].astype(int).tolist(),
         "divergent": pr.divergent[inv].astype(int).tolist(),
+        "extra_adaptation": pr.extra_adapt[inv].astype(int).tolist(),
         "integral": main.value,
         "integral_mc_error": main.error,
         "integral_quadrature_error": quad_err,
