@@ -257,32 +257,55 @@ def test_laplace_is_visibly_off_for_a_coupled_quartic_well_2d():
     assert r.log_integral - exact > 0.1
 
 
-def test_zero_negative_and_wide_directions_are_bounded_by_the_box(rng):
-    # E = ½ w^T A w on 5 coordinates: the first 4 rotated with eigenvalues (4, 1e-4, 0, -1),
-    # the last absent from E (an exactly zero Hessian row, like a blank pixel's weights)
+def test_scaled_bound_zero_negative_and_wide_directions(rng):
+    # E = ½ w^T A w on 5 coordinates with A = S^-1 Q diag(mu) Q^T S^-1 on the first 4
+    # (S = diag(sigma)), so that in the box's units y = w / sigma the Hessian has the known
+    # eigenvalues mu = (40, 1e-4, 0, -1); the 5th coordinate is absent from E (zero row)
+    q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    mu = np.array([40.0, 1e-4, 0.0, -1.0])
+    sigma = np.array([3.0, 5.0, 7.0, 11.0, 13.0])
+    a = np.zeros((5, 5))
+    a[:4, :4] = (q @ np.diag(mu) @ q.T) / np.outer(sigma[:4], sigma[:4])
+    pot = QuadraticWithHessian(a, np.zeros(5))
+    prior = BoxPrior(sigma)
+    for t in (1.0, 2.0):
+        r = laplace_evidence(pot, np.zeros(5), prior, t)
+        # 40 > 2 pi T: Gaussian; the others (1e-4 < 2 pi T, 0, negative) the unit width
+        expected = np.sum(np.log(sigma)) + 0.5 * math.log(2 * math.pi * t / 40.0)
+        assert r.log_integral == pytest.approx(expected, abs=1e-9)
+        assert r.log_evidence <= -r.energy0 / t
+        det = r.details
+        assert det["bound"] == "scaled"
+        assert det["n_flat"] == det["n_flat_zero_rows"] == 1
+        assert det["n_bounded"] == 4 and det["n_unbounded"] == 1
+        assert det["n_negative"] == 1
+        assert det["n_small"] == 1
+        assert math.isnan(det["log_integral_unbounded"])
+    # a stiffer well: 2 pi T / 40 > 1 at T = 8, so that direction is bounded too
+    r8 = laplace_evidence(pot, np.zeros(5), prior, 8.0)
+    assert r8.details["n_bounded"] == 5
+    assert r8.log_integral == pytest.approx(np.sum(np.log(sigma)), abs=1e-12)
+
+
+def test_projected_and_scalar_bounds(rng):
+    # E = ½ w^T A w with A = Q diag(lam) Q^T on 4 coordinates, lam = (4, 1e-4, 0, -1), and a
+    # 5th coordinate absent from E
     q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
     lam = np.array([4.0, 1e-4, 0.0, -1.0])
     a = np.zeros((5, 5))
     a[:4, :4] = q @ np.diag(lam) @ q.T
-    a[np.abs(a) < 1e-300] = 0.0
     sigma = np.array([3.0, 5.0, 7.0, 11.0, 13.0])
     pot = QuadraticWithHessian(a, np.zeros(5))
     prior = BoxPrior(sigma)
-    t = 1.0
-    r = laplace_evidence(pot, np.zeros(5), prior, t)
+    r = laplace_evidence(pot, np.zeros(5), prior, 1.0, bound="projected")
     proj = np.abs(q).T @ sigma[:4]           # box extent along each eigenvector
-    expected = (0.5 * math.log(2 * math.pi * t / 4.0)
-                + math.log(proj[1]) + math.log(proj[2]) + math.log(proj[3]) + math.log(13.0))
     assert math.sqrt(2 * math.pi / 1e-4) > proj[1]        # the 1e-4 direction is wider
+    expected = (0.5 * math.log(2 * math.pi / 4.0)
+                + math.log(proj[1]) + math.log(proj[2]) + math.log(proj[3]) + math.log(13.0))
     assert r.log_integral == pytest.approx(expected, abs=1e-9)
-    det = r.details
-    assert det["n_flat"] == 1
-    assert det["n_bounded"] == 4
-    assert det["n_negative"] == 1
-    assert det["n_small"] == 1
-    assert math.isnan(det["log_integral_unbounded"])
+    assert r.details["n_bounded"] == 4 and r.details["n_negative"] == 1
     # the scalar bound: every bounded direction gets one width b
-    rs = laplace_evidence(pot, np.zeros(5), prior, t, bound="scalar", box_width=6.0)
+    rs = laplace_evidence(pot, np.zeros(5), prior, 1.0, bound="scalar", box_width=6.0)
     assert rs.log_integral == pytest.approx(
         0.5 * math.log(2 * math.pi / 4.0) + 3 * math.log(6.0) + math.log(13.0), abs=1e-9)
 
@@ -314,14 +337,18 @@ def test_slq_laplace_on_a_small_mlp_within_its_error_bar(rng):
     pot = arch.potential(x=x, y=y, block=16)
     prior = BoxPrior.for_architecture(arch)
     th = rng.uniform(-0.3, 0.3, arch.n_params)
-    dense = laplace_evidence(pot, th, prior, method="dense", bound="scalar")
-    slq = laplace_evidence(pot, th, prior, method="slq", seed=2, n_probes=40, n_steps=40)
-    assert dense.details["n_flat"] == slq.details["n_flat"] == 10 + 11
-    assert dense.details["box_width"] == slq.details["box_width"]
-    assert slq.details["hessian_method"] == "rop"
-    # an informative error bar (a few per cent of the eigenvalue sum), and within 4 sigma
-    assert 0 < slq.log_integral_error < 0.03 * abs(dense.log_integral + dense.energy0)
-    assert abs(slq.log_integral - dense.log_integral) < 4 * slq.log_integral_error
+    for bound in ("scaled", "scalar"):
+        dense = laplace_evidence(pot, th, prior, method="dense", bound=bound)
+        slq = laplace_evidence(pot, th, prior, method="slq", seed=2, n_probes=40, n_steps=40,
+                               bound=bound)
+        assert dense.details["n_flat"] == slq.details["n_flat"] == 10 + 11
+        assert slq.details["hessian_method"] == "rop"
+        assert 0 < dense.details["n_bounded"] - 21 < arch.n_params - 21
+        # an informative error bar (a few per cent of the eigenvalue sum), within 4 sigma
+        phi_sum = dense.log_integral + dense.energy0 - (prior.log_volume if bound == "scaled"
+                                                        else 0.0)
+        assert 0 < slq.log_integral_error < 0.05 * abs(phi_sum)
+        assert abs(slq.log_integral - dense.log_integral) < 4 * slq.log_integral_error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,8 +375,8 @@ def test_constant_inputs_are_sheared_out_exactly(rng):
     flat[:12] = np.tile([False, True, False, True], 3)
     prior_r = BoxPrior(prior.sigma[~flat])
     assert pot_r.energy(th_r) == pytest.approx(pot.energy(th), rel=1e-13)
-    for bound in ("projected", "scalar"):
-        opts = {"bound": bound} if bound == "projected" else {"bound": bound, "box_width": 4.0}
+    for bound in ("scaled", "projected", "scalar"):
+        opts = {"bound": bound} if bound != "scalar" else {"bound": bound, "box_width": 4.0}
         full = laplace_evidence(pot, th, prior, **opts)
         reduced = laplace_evidence(pot_r, th_r, prior_r, **opts)
         assert full.details["n_flat_constant_inputs"] == 6
@@ -390,6 +417,7 @@ def test_small_mlp_on_d50_symmetric_finite_and_constant_pixels(d50):
     assert np.abs(rows).max() < 1e-12 * np.abs(h).max()
     r = laplace_evidence(pot, th, prior)
     assert r.is_finite and math.isfinite(r.log_evidence)
+    assert r.log_evidence <= -r.energy0
     assert r.details["n_flat_constant_inputs"] == 6 * 63
     assert r.details["n_flat"] == 6 * 63 + 7
     assert r.details["n_bounded"] >= r.details["n_flat"]
@@ -408,6 +436,7 @@ def test_bad_inputs_give_one_line_errors(rng):
         ({"method": "exact"}, "'exact'"),
         ({"n_probes": 3}, "unknown option"),
         ({"bound": "chord"}, "bound"),
+        ({"method": "slq", "bound": "projected"}, "SLQ supports"),
     ]
     for kwargs, text in cases:
         args = {"potential": pot, "theta0": np.zeros(2), "prior": prior}

@@ -6,20 +6,35 @@ At a minimum ``w0`` of ``E`` with Hessian ``H`` (eigenvalues ``lambda_i``),
                             =  -E(w0)/T + (d/2) ln 2 pi - ½ ln det(H/T),
 
 and the log evidence is that minus ``log ∏ σ_i`` (the box prior's ``log_volume``); at T = 1
-this is MacKay's eq. (6). The Gaussian is then cut by the box, direction by direction:
-a direction whose Gaussian width ``sqrt(2 pi T/lambda_i)`` exceeds the width ``b_i`` of the
-box along it, or whose eigenvalue is zero or negative, contributes ``log b_i`` instead of
-``log sqrt(2 pi T/lambda_i)``. The widths ``b_i`` used (the ``bound`` option):
+this is MacKay's eq. (6). The Gaussian is then cut by the box, direction by direction: a
+direction whose Gaussian width exceeds the width ``b_i`` of the box along it, or whose
+eigenvalue is zero or negative, contributes ``log b_i`` instead of its Gaussian factor. What
+"the width along a direction" means is the ``bound`` option:
 
-``"projected"`` (dense default)
-    ``b_i = sum_j σ_j |u_ij|``, the extent of the box projected on the eigenvector ``u_i``:
-    an upper bound on the length of every chord of the box along ``u_i`` (``σ_j`` for an
-    eigenvector along axis j), and the product over a set of orthonormal directions bounds the
-    volume of the box's section along them from above. Needs the eigenvectors.
-``"scalar"`` (the only choice of SLQ)
-    one width ``b`` for every direction: ``box_width`` if given, else the geometric mean of
-    the ``σ_j``. A heuristic, not a bound: a direction along a narrow axis may be given a wider
-    box than it has.
+``"scaled"`` (default)
+    The directions are those of the box's own units ``y_j = w_j / σ_j`` (the box becomes the
+    unit cube): the eigenvalues ``μ_i`` of ``diag(σ) H diag(σ)``, and every direction of the
+    cube has width 1, so
+
+        log ∫ ≈ -E(w0)/T + log ∏ σ_j + sum_i min(½ ln(2πT/μ_i), 0).
+
+    With no direction bounded this is exactly the formula above (``det(SHS) = det H ∏ σ_j²``);
+    with every direction bounded it is ``-E(w0)/T + log ∏ σ_j``: the log evidence never
+    exceeds ``-E(w0)/T``. For axis-aligned directions the width is exact (``σ_j``); for a flat
+    subspace of dimension m through the centre of the box the section of the unit cube has
+    volume at least 1 (Vaaler 1979) and at most ``2^{(d-m)/2}`` for m >= d/2 (Ball 1989), so
+    the rule is within ``(d-m)/2 · ln 2`` of it there. Eigenvalues only, basis-independent,
+    and SLQ uses it too.
+``"projected"``
+    ``b_i = sum_j σ_j |u_ij|``, the length of the projection of the box on the eigenvector
+    ``u_i`` of ``H``: an upper bound on every chord along ``u_i``, and their product over
+    orthonormal directions an upper bound on the box's section volume along them. Needs the
+    eigenvectors, depends on LAPACK's basis inside degenerate eigenspaces, and is very loose
+    for eigenvectors spread over many coordinates (for M1 on D500 it exceeded the box volume
+    itself by e^36,000; docs/evidence.md). For small or well-determined problems only.
+``"scalar"``
+    one width ``b`` for every eigenvector of ``H``: ``box_width`` if given, else the geometric
+    mean of the ``σ_j``. A heuristic.
 
 Directions that are flat by construction are separated first, exactly, by a shear of unit
 Jacobian (:func:`_flat_coordinates`): for the MLP the first-layer weights of inputs that are
@@ -74,6 +89,7 @@ DENSE_MAX_PARAMS = 15_000
 _DENSE_OPTIONS = {"bound", "box_width", "column_block", "threads", "eig_threads"}
 _SLQ_OPTIONS = {"box_width", "n_probes", "n_steps", "threads", "bound"}
 _LOG_2PI = math.log(2.0 * math.pi)
+_BOUNDS = ("scaled", "projected", "scalar")
 
 
 def _check_inputs(potential: Any, theta0: Any, prior: Any, temperature: float
@@ -191,15 +207,15 @@ def _eig_summary(lam: FloatArray) -> dict[str, Any]:
 
 
 def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: dict[str, Any],
-           *, bound: str = "projected", box_width: float | None = None,
+           *, bound: str = "scaled", box_width: float | None = None,
            column_block: int = _hessian.DEFAULT_COLUMN_BLOCK, threads: int | None = None,
            eig_threads: int = 1) -> tuple[float, float]:
     import scipy.linalg
 
     from thermonet.kernels import threads as kt
 
-    if bound not in ("projected", "scalar"):
-        raise ConfigError(f"bound = {bound!r}; expected 'projected' or 'scalar'")
+    if bound not in _BOUNDS:
+        raise ConfigError(f"bound = {bound!r}; expected one of {_BOUNDS}")
     t0 = time.perf_counter()
     info: dict[str, Any] = {}
     const_in, shift = _flat_coordinates(potential)
@@ -226,6 +242,10 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
     sigma = prior.sigma[keep]
     log_flat = float(np.sum(np.log(prior.sigma[flat])))
     want_vectors = bound == "projected"
+    if bound == "scaled":
+        # diag(σ) H diag(σ): the Hessian in the box's own units y_j = w_j / σ_j
+        h *= sigma[:, None]
+        h *= sigma[None, :]
     with kt.limit(1, blas_threads=max(1, int(eig_threads))):
         if h.shape[0] == 0:
             lam, u = np.zeros(0), np.zeros((0, 0))
@@ -242,13 +262,17 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
     if not np.all(np.isfinite(lam)):
         raise ConfigError("the Hessian at theta0 is not finite (overflow in the network?); "
                           "expected a finite minimum")
-    if want_vectors:
+    log_units = 0.0
+    if bound == "scaled":
+        log_w: FloatArray | float = 0.0          # the unit cube is 1 wide along every axis
+        log_units = float(np.sum(np.log(sigma)))
+    elif want_vectors:
         widths = np.abs(u).T @ sigma if u.size else np.zeros(0)
         del u
         log_w = np.log(widths)
     else:
         bw = _scalar_width(prior, keep, box_width)
-        log_w = np.full(lam.shape, math.log(bw))
+        log_w = math.log(bw)
         details["box_width"] = bw
     phi, bounded = _phi(lam, log_w, t)
     scale = float(np.max(np.abs(lam))) if lam.size else 0.0
@@ -257,7 +281,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
     logdet_unb = float(np.sum(np.log(lam[unb] / t)))
     all_pos = bool(np.all(lam > 0)) and n_flat == 0
     unbounded_value = (0.5 * lam.size * _LOG_2PI - 0.5 * float(np.sum(np.log(lam / t)))
-                       if all_pos else float("nan"))
+                       + log_units if all_pos else float("nan"))
     details.update({
         "bound": bound, "n_flat": n_flat, "n_bounded": int(bounded.sum()) + n_flat,
         "n_negative": int(np.sum(lam < -tol)), "n_small": int(np.sum(np.abs(lam) <= tol)),
@@ -266,7 +290,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         "log_width_bounded": float(np.sum(phi[bounded])) + log_flat,
         "log_integral_unbounded": unbounded_value,   # -E0/T added by the caller
     })
-    return log_flat + float(np.sum(phi)), 0.0
+    return log_flat + log_units + float(np.sum(phi)), 0.0
 
 
 def _scalar_width(prior: BoxPrior, keep: FloatArray, box_width: float | None) -> float:
@@ -426,10 +450,11 @@ def _flat_coordinates(potential: Any) -> tuple[FloatArray, FloatArray]:
 
 def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
          details: dict[str, Any], *, box_width: float | None = None, n_probes: int = 30,
-         n_steps: int = 80, threads: int | None = None, bound: str = "scalar"
+         n_steps: int = 80, threads: int | None = None, bound: str = "scaled"
          ) -> tuple[float, float]:
-    if bound != "scalar":
-        raise ConfigError(f"bound = {bound!r}; SLQ supports only 'scalar' (no eigenvectors)")
+    if bound not in ("scaled", "scalar"):
+        raise ConfigError(f"bound = {bound!r}; SLQ supports 'scaled' and 'scalar' (no "
+                          "eigenvectors)")
     t0 = time.perf_counter()
     hm = _hessian.resolve_method(potential)
     const_in, shift = _flat_coordinates(potential)
@@ -437,22 +462,30 @@ def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
     keep = np.flatnonzero(~flat)
     n_flat = int(flat.sum())
     log_flat = float(np.sum(np.log(prior.sigma[flat])))
-    bw = _scalar_width(prior, keep, box_width)
-    log_bw = math.log(bw)
     d = th.shape[0]
     n_mv = [0]
+    if bound == "scaled":
+        units = prior.sigma[keep]
+        log_units = float(np.sum(np.log(units)))
+        log_w = 0.0
+    else:
+        units = np.ones(len(keep))
+        log_units = 0.0
+        bw = _scalar_width(prior, keep, box_width)
+        log_w = math.log(bw)
+        details["box_width"] = bw
 
     def matvec(v_kp: FloatArray) -> FloatArray:
         full = np.zeros((v_kp.shape[0], d))
-        full[:, keep] = v_kp
+        full[:, keep] = v_kp * units
         n_mv[0] += v_kp.shape[0]
-        return np.ascontiguousarray(hvp(potential, th, full)[:, keep])
+        return hvp(potential, th, full)[:, keep] * units
 
     def phi(lam: FloatArray) -> FloatArray:
-        return _phi(lam, log_bw, t)[0]
+        return _phi(lam, log_w, t)[0]
 
     def is_bounded(lam: FloatArray) -> FloatArray:
-        return _phi(lam, log_bw, t)[1].astype(np.float64)
+        return _phi(lam, log_w, t)[1].astype(np.float64)
 
     nodes = _lanczos_quadrature(matvec, len(keep), n_probes, n_steps, seed)
     mean, err = _mean_err(_probe_estimates(nodes, len(keep), phi))
@@ -461,7 +494,7 @@ def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
                                                 lambda lam: (lam < 0).astype(np.float64)))
     ritz = np.concatenate([nd[0] for nd in nodes])
     details.update({
-        "hessian_method": hm, "bound": "scalar", "box_width": bw, "n_flat": n_flat,
+        "hessian_method": hm, "bound": bound, "n_flat": n_flat,
         "n_flat_constant_inputs": int(const_in.sum()), "n_flat_softmax_shift": int(shift.sum()),
         "n_bounded": n_flat + nb, "n_bounded_error": nb_err,
         "n_negative": nneg, "n_negative_error": nneg_err,
@@ -469,4 +502,4 @@ def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
         "n_probes": int(n_probes), "n_steps": int(min(n_steps, len(keep))),
         "n_hvp": n_mv[0], "slq_s": time.perf_counter() - t0,
     })
-    return log_flat + mean, err
+    return log_flat + log_units + mean, err
