@@ -315,6 +315,8 @@ def test_value_at_temperature_linear_in_log_t():
     assert plotting.value_at_temperature(t, v, e, 1.5, method="nearest") == (v[2], e[2])
     with pytest.raises(PlotError, match=r"T = 20 is outside the ladder \[0.1, 8\]"):
         plotting.value_at_temperature(t, v, e, 20.0)
+    with pytest.raises(PlotError, match="temperature = 0.0; expected a positive number"):
+        plotting.value_at_temperature(t, v, e, 0.0, method="nearest")
 
 
 # --- energy, size, heat (through thermonet.analysis) ---------------------------------------------

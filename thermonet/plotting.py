@@ -519,6 +519,9 @@ def value_at_temperature(temperatures: Any, values: Any, errors: Any, temperatur
     -------
     (value, error) : tuple of float
     """
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
+            and temperature > 0):
+        raise PlotError(f"temperature = {temperature!r}; expected a positive number such as 1")
     t = np.asarray(temperatures, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     e = np.asarray(errors, dtype=np.float64)
@@ -616,7 +619,8 @@ def ladder_statistics(run_dir: PathLike, discard: float | None = None) -> dict[s
         ``temperatures`` (K,); ``slot_r`` (n, K), the replica paths, and ``iteration`` (n,) over
         all iterations; over the kept iterations (as :func:`thermonet.analysis.analyse`):
         ``swap_acceptance`` (K-1,) and ``swap_attempts`` (K-1,), ``dt`` (K,) (mean step size)
-        and ``acceptance`` (K,) (accepted inner transitions per transition).
+        and ``acceptance`` (K,) (accepted inner transitions per transition); ``first_kept``
+        (index of the first kept iteration) and ``info`` (:class:`RunInfo`).
     """
     info, tr = _trace(run_dir)
     n = tr["iteration"].shape[0]
