@@ -283,6 +283,7 @@ class Evidence:
         self._refs: dict[tuple[str, int], Any] = {}
         self._ref_locks: dict[tuple[str, int], threading.Lock] = {}
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         self._done = 0
         self._total = 0
         self._t0 = time.monotonic()
@@ -473,6 +474,8 @@ class Evidence:
         state = {"last": 0.0}
 
         def progress(j: int, n_points: int, info: dict[str, Any]) -> None:
+            if self._stop.is_set():
+                raise KeyboardInterrupt
             now = time.monotonic()
             line = (f"    {what}: λ point {j + 1}/{n_points} (λ = {info.get('lambda', math.nan):.4f})"
                     f"  <dJ/dλ> = {info.get('mean', math.nan):.6g} ± {info.get('sem', math.nan):.2g}"
@@ -517,7 +520,17 @@ class Evidence:
             return
         with ThreadPoolExecutor(max_workers=workers) as ex:
             futures = [ex.submit(job) for job in jobs]
-            _done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            try:
+                _done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            except KeyboardInterrupt:
+                # Ctrl-C: running TI runs stop after their current λ point (checkpointed)
+                self._stop.set()
+                for f in futures:
+                    f.cancel()
+                self._say("stopping: the running TI runs end after their current λ point; "
+                          "re-run the same command to continue")
+                wait(futures)
+                raise
             for f in pending:
                 f.cancel()
             wait(futures)
