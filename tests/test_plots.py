@@ -514,6 +514,9 @@ def test_plot_dispatch_stacks_single_run_kinds(runs, tmp_path):
         assert f"run_{data}: M3 on {data}" in ax.get_title()
     fig = plotting.plot("ladder", [runs["D50"], runs["D500"]])
     assert len(fig.axes) == 8
+    assert plotting.save(fig, tmp_path / "l.pdf").read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(PlotError, match="directory .*nowhere does not exist"):
+        plotting.save(fig, tmp_path / "nowhere" / "l.png")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(PlotError, match="unknown plot kind 'fig3'; expected one of replicas, "
                                         "energy, size, ladder, heat"):
