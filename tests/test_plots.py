@@ -282,6 +282,19 @@ def test_cli_unknown_suffix(runs, tmp_path):
     assert not (tmp_path / "x.jpg").exists()
 
 
+def test_cli_missing_output_directory_fails_first(runs, tmp_path, monkeypatch):
+    import thermonet.analysis
+
+    def no_analysis(*args, **kwargs):
+        raise AssertionError("analysed before checking --out")
+
+    monkeypatch.setattr(thermonet.analysis, "analyse", no_analysis)
+    res = _invoke("plot", runs["D50"], "--kind", "energy", "--out", tmp_path / "no" / "x.png")
+    assert res.exit_code == 1
+    (err,) = _error_lines(res.output)
+    assert f"directory {tmp_path / 'no'} does not exist" in err
+
+
 def test_cli_missing_run(tmp_path):
     res = _invoke("plot", tmp_path / "nothing", "--kind", "ladder", "--out", tmp_path / "x.png")
     assert res.exit_code == 1

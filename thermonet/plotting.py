@@ -231,13 +231,20 @@ def output_format(path: PathLike) -> str:
     return suffix
 
 
+def _check_out(path: PathLike) -> str:
+    """The format of ``path``, after checking that its directory exists."""
+    fmt = output_format(path)
+    parent = Path(path).parent
+    if parent != Path("") and not parent.is_dir():
+        raise PlotError(f"cannot write {path}: directory {parent} does not exist; create "
+                        "it first")
+    return fmt
+
+
 def save(fig: Figure, path: PathLike, *, dpi: float = 150) -> Path:
     """Save ``fig`` in the format named by ``path``'s suffix (png, pdf or svg)."""
-    fmt = output_format(path)
+    fmt = _check_out(path)
     path = Path(path)
-    if path.parent != Path("") and not path.parent.is_dir():
-        raise PlotError(f"cannot write {path}: directory {path.parent} does not exist; create "
-                        "it first")
     meta = {"Software": None} if fmt == "png" else None  # no version string: stable bytes
     fig.savefig(path, format=fmt, dpi=dpi, metadata=meta)
     return path
@@ -789,7 +796,7 @@ def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | Non
     if kind not in KINDS:
         raise PlotError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
     if out is not None:
-        output_format(out)  # fail before any work
+        _check_out(out)  # fail before any work
     dirs = _as_list(run_dirs)
     func, many = KINDS[kind]
     if many:

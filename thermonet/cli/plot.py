@@ -46,8 +46,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
 @click.pass_context
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
-         nearest: bool, no_test: bool, predictive: bool, per_point: bool, workers: int, mnist_dir: str | None,
-         dpi: float) -> None:
+         nearest: bool, no_test: bool, predictive: bool, per_point: bool, workers: int,
+         mnist_dir: str | None, dpi: float) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
     \b
@@ -72,7 +72,6 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     from thermonet import plotting
     from thermonet.errors import PlotError
 
-    plotting.output_format(out_path)  # a bad suffix fails before any work
     options: dict[str, Any] = {"discard": discard}
     if kind in ("energy", "size", "heat"):
         options["mnist_dir"] = mnist_dir
