@@ -601,3 +601,74 @@ def test_single_chain_without_data(single_chain, tmp_path):
     (err,) = _error_lines(res.output)
     assert "single has no energy per data point (data set 'none'" in err
     assert not (tmp_path / "e.png").exists()
+
+
+# --- stored analyses (thermonet analyse DIR writes DIR/analysis.h5) --------------------------
+
+@pytest.fixture
+def analysed_copy(runs, analyses, tmp_path):
+    """A copy of the D500 run with its analysis (discard 0.25) saved where `thermonet analyse`
+    puts it."""
+    import shutil
+
+    from thermonet.analysis import analyse
+
+    run = tmp_path / "run_D500"
+    shutil.copytree(runs["D500"], run)
+    a = analyse(run, discard=0.25, test=True, predictive=False)
+    a.to_hdf5(run / plotting.ANALYSIS_FILE)
+    return run, a
+
+
+def test_cli_from_analysis_does_not_analyse_again(analysed_copy, tmp_path, monkeypatch):
+    import thermonet.analysis
+
+    run, a = analysed_copy
+
+    def no_analysis(*args, **kwargs):
+        raise AssertionError("analysed again")
+
+    monkeypatch.setattr(thermonet.analysis, "analyse", no_analysis)
+    fig = plotting.plot_energies(
+        [run], analyses=[plotting.stored_analysis(run, test=True)])
+    ax = fig.axes[0]
+    for part in ("train", "test"):
+        np.testing.assert_array_equal(_line(ax, f"D500 {part}").get_ydata(),
+                                      a.table[f"{part}_energy_per_point"])
+    assert "first 25% of iterations discarded" in " ".join(ax.get_title().split())
+    for kind in ("energy", "size", "heat"):
+        extra = ["--nearest"] if kind == "size" else ["--discard", "0.25"]
+        res = _invoke("plot", run, "--kind", kind, "--from-analysis", *extra,
+                      "--out", tmp_path / f"{kind}.svg")
+        assert res.exit_code == 0, res.output
+    # what the stored analysis lacks, or a different burn-in, is refused in one line
+    for extra, msg in ((["--predictive"], "no Bayesian-predictive columns"),
+                       (["--discard", "0.5"], "it discarded 0.25, not 0.5")):
+        res = _invoke("plot", run, "--kind", "energy", "--from-analysis", *extra,
+                      "--out", tmp_path / "x.png")
+        assert res.exit_code == 1
+        (err,) = _error_lines(res.output)
+        assert msg in err and f"run `thermonet analyse {run}`" in err
+
+
+def test_stored_analysis_must_be_current(analysed_copy, runs, tmp_path):
+    import shutil
+
+    import h5py
+
+    run, _ = analysed_copy
+    with h5py.File(run / plotting.ANALYSIS_FILE, "r+") as fh:
+        meta = json.loads(fh.attrs["meta"])
+        meta["iterations"] = 10
+        fh.attrs["meta"] = json.dumps(meta)
+    with pytest.raises(PlotError, match="it covers 10 iterations; the run has 20"):
+        plotting.stored_analysis(run)
+    other = tmp_path / "other"
+    shutil.copytree(runs["D50"], other)
+    shutil.copy(run / plotting.ANALYSIS_FILE, other / plotting.ANALYSIS_FILE)
+    with pytest.raises(PlotError, match="it is of another run"):
+        plotting.stored_analysis(other)
+    with pytest.raises(PlotError, match=r"no analysis file at .*; make one with"):
+        plotting.stored_analysis(runs["D50"], tmp_path / "nothing.h5")
+    res = _invoke("plot", run, "--kind", "ladder", "--from-analysis", "--out", tmp_path / "l.png")
+    assert res.exit_code == 1 and "--from-analysis applies to --kind energy" in res.output

@@ -172,6 +172,66 @@ def _analyse(run_dir: PathLike, discard: float | None, *, test: bool, workers: i
                    workers=workers, mnist_dir=None if mnist_dir is None else str(mnist_dir))
 
 
+#: the file ``thermonet analyse DIR`` writes by default, relative to DIR
+ANALYSIS_FILE = "analysis.h5"
+
+
+def stored_analysis(run_dir: PathLike, path: PathLike | None = None, *, test: bool = False,
+                    predictive: bool = False, discard: float | None = None) -> Any:
+    """The analysis ``thermonet analyse`` saved for a run, checked to be current.
+
+    Parameters
+    ----------
+    run_dir : path
+    path : path, optional
+        The analysis file [default: ``run_dir/analysis.h5``, where ``thermonet analyse DIR``
+        writes it].
+    test, predictive : bool
+        Require the test-set (and Bayesian-predictive) columns.
+    discard : float, optional
+        Require this burn-in fraction (None: whatever the analysis used).
+
+    Returns
+    -------
+    Analysis
+
+    Raises
+    ------
+    PlotError
+        If the file is missing, belongs to another run, is older than the run's checkpoint,
+        or lacks what is required; the message says to rerun ``thermonet analyse``.
+    """
+    from thermonet.analysis import read_analysis
+    from thermonet.errors import CheckpointError
+
+    info = run_info(run_dir)
+    p = Path(path) if path is not None else Path(run_dir) / ANALYSIS_FILE
+    out = "" if path is None else f" --out {p.with_suffix('')}"
+    redo = f"run `thermonet analyse {run_dir}{out}`"
+    try:
+        a = read_analysis(p)
+    except CheckpointError as err:
+        raise PlotError(f"cannot use the stored analysis of {info.name}: {err}; {redo} or "
+                        "drop --from-analysis") from None
+    meta = a.meta
+    problems = []
+    if meta.get("run_uuid") != info.run_uuid:
+        problems.append(f"it is of another run (run_uuid {meta.get('run_uuid')})")
+    elif int(meta.get("iterations", -1)) != info.iterations:
+        problems.append(f"it covers {meta.get('iterations')} iterations; the run has "
+                        f"{info.iterations}")
+    if test and not meta.get("test"):
+        problems.append("it has no test-set columns (made with --no-test)")
+    if predictive and not meta.get("predictive"):
+        problems.append("it has no Bayesian-predictive columns (made with --no-predictive)")
+    if discard is not None and float(meta.get("discard", math.nan)) != float(discard):
+        problems.append(f"it discarded {meta.get('discard')}, not {discard}")
+    if problems:
+        raise PlotError(f"the stored analysis {p} is not usable: {'; '.join(problems)}; "
+                        f"{redo} again (with the options you need)")
+    return a
+
+
 def run_labels(infos: Sequence[RunInfo]) -> list[str]:
     """Short legend names: the data set, prefixed by the architecture if the runs differ in
     it, suffixed by the run directory's name where that still leaves two alike."""
@@ -194,8 +254,14 @@ def _title(what: str, infos: Sequence[RunInfo], extra: str = "") -> str:
     return "\n".join(head + runs)
 
 
-def _discarded(infos: Sequence[RunInfo], discard: float | None) -> str:
-    fracs = {i.discard for i in infos} if discard is None else {discard}
+def _discarded(infos: Sequence[RunInfo], discard: float | None,
+               analyses: Sequence[Any] = ()) -> str:
+    """The burn-in in words: what the analyses used, else ``discard``, else run.discard."""
+    used = [getattr(a, "meta", {}).get("discard") for a in analyses]
+    if analyses and all(u is not None for u in used):
+        fracs = {float(u) for u in used}
+    else:
+        fracs = {i.discard for i in infos} if discard is None else {discard}
     if len(fracs) == 1:
         return f"first {100 * fracs.pop():g}% of iterations discarded"
     return "first run.discard of each run's iterations discarded"
@@ -501,7 +567,7 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     # outside the axes: the curves span the whole plot at some T
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(_title(f"{ENERGY_LABEL} per data point on training and test data", infos,
-                        f"{_discarded(infos, discard)}; bands: ± 1 standard error"),
+                        f"{_discarded(infos, discard, res)}; bands: ± 1 standard error"),
                  fontsize="medium")
     return fig
 
@@ -817,7 +883,8 @@ def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | Non
     return fig
 
 
-__all__ = ["ENERGY_LABEL", "FORMATS", "KINDS", "UNINFORMED_PER_POINT", "RunInfo",
+__all__ = ["ANALYSIS_FILE", "ENERGY_LABEL", "FORMATS", "KINDS", "UNINFORMED_PER_POINT", "RunInfo",
            "ladder_statistics", "log_axis", "new_figure", "output_format", "plain_log_ticks",
            "plot", "plot_energies", "plot_heat", "plot_ladder", "plot_replicas", "plot_size",
-           "replica_slots", "run_info", "run_labels", "save", "value_at_temperature"]
+           "replica_slots", "run_info", "run_labels", "save", "stored_analysis",
+           "value_at_temperature"]

@@ -42,12 +42,15 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
               help="energy/size/heat: MNIST location for a complement test set [default: "
                    "$THERMONET_MNIST_DIR].")
+@click.option("--from-analysis", is_flag=True,
+              help="energy/size/heat: use DIR/analysis.h5 saved by `thermonet analyse DIR` "
+                   "(checked to be current) instead of analysing again.")
 @click.option("--dpi", type=float, default=150, show_default=True, help="Resolution (png).")
 @click.pass_context
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
          nearest: bool, no_test: bool, predictive: bool, per_point: bool, workers: int,
-         mnist_dir: str | None, dpi: float) -> None:
+         mnist_dir: str | None, from_analysis: bool, dpi: float) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
     \b
@@ -73,8 +76,20 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     from thermonet.errors import PlotError
 
     options: dict[str, Any] = {"discard": discard}
+    if from_analysis and kind not in ("energy", "size", "heat"):
+        raise PlotError(f"--from-analysis applies to --kind energy, size or heat (got --kind "
+                        f"{kind}, which reads only the trace)")
+    if from_analysis and baselines:
+        raise PlotError("--baseline cannot be combined with --from-analysis: the baseline is "
+                        "part of the stored analysis (`thermonet analyse DIR --baseline PATH`)")
     if kind in ("energy", "size", "heat"):
         options["mnist_dir"] = mnist_dir
+        if from_analysis:
+            plotting._check_out(out_path)
+            need_test = kind == "energy" and not no_test
+            options["analyses"] = [
+                plotting.stored_analysis(d, test=need_test, predictive=need_test and predictive,
+                                         discard=discard) for d in run_dirs]
     if baselines and kind != "energy":
         raise PlotError(f"--baseline applies to --kind energy only (got --kind {kind})")
     if kind == "energy":
@@ -83,7 +98,9 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
                 raise PlotError(f"{len(baselines)} --baseline for {len(run_dirs)} DIR(s); give "
                                 "one per DIR, in order ('none' for a DIR without)")
             options["baselines"] = [None if b.lower() == "none" else b for b in baselines]
-        options.update(test=not no_test, predictive=predictive, workers=workers)
+        options.update(test=not no_test, predictive=predictive)
+        if not from_analysis:
+            options["workers"] = workers
     elif kind == "replicas":
         options["follow"] = follow
     elif kind == "heat":
