@@ -410,3 +410,18 @@ def test_table_flags_every_failed_row_and_the_bayes_factor():
     assert b_line.endswith("NOT CONVERGED (reverse)") and "-1.00 ± 0.10 !" in b_line
     bf = next(ln for ln in text.splitlines() if ln.startswith("ln[p(B|D)/p(A|D)]"))
     assert bf.endswith("NOT CONVERGED")
+
+
+def test_docs_name_every_config_key():
+    """docs/evidence.md documents every key of every section (docs true to the code)."""
+    import dataclasses
+
+    from thermonet.evidence.ti import TIConfig
+
+    text = (SAMPLE_RUNS.parent / "docs" / "evidence.md").read_text()
+    ref = text[text.index("## Configuration reference"):]
+    keys = [*evcfg.EVIDENCE_KEYS, *evcfg.DATA_KEYS, *evcfg.LAPLACE_KEYS, *evcfg.MODEL_KEYS,
+            *(f.name for f in dataclasses.fields(TIConfig) if f.name != "temperature")]
+    missing = [k for k in keys if f"`{k}`" not in ref]
+    assert not missing, missing
+
