@@ -425,3 +425,18 @@ def test_docs_name_every_config_key():
     missing = [k for k in keys if f"`{k}`" not in ref]
     assert not missing, missing
 
+
+
+def test_the_papers_recipe_is_reachable_from_the_config(tmp_path):
+    body = ("[evidence]\nlaplace = false\n[data]\nname = 'none'\n" + TI_FAST
+            + MODELS.split("[model.B]")[0])
+    res = invoke(write(tmp_path, body), "--out", tmp_path / "o", "--no-convergence",
+                 "--set", "ti.method=paper")
+    assert res.exit_code == 0, res.output
+    d = json.loads((tmp_path / "o/ti/A/min000/rep000/result.json").read_text())["details"]
+    assert d["config"]["method"] == "paper"
+    assert (d["config"]["reference"], d["config"]["wall"], d["f0"]) == (
+        "free", "endpoint", "centred")
+    assert "TI method paper" in res.output
+    stored = (tmp_path / "o" / "evidence.toml").read_text()
+    assert 'method = "paper"  # set' in stored
