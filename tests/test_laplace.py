@@ -450,3 +450,5 @@ def test_bad_inputs_give_one_line_errors(rng):
                 np.zeros(arch.n_params))
     with pytest.raises(ConfigError, match="'rop'"):
         hessian(pot, np.zeros(2), method="rop")
+    with pytest.raises(ConfigError, match="no closed-form Hessian"):
+        hessian(Quartic([1.0], 0.1), np.zeros(1), method="analytic")

@@ -367,6 +367,9 @@ def resolve_method(potential: Any, method: str = "auto") -> str:
                                     and potential.dtype == np.dtype(np.float64)):
             raise ConfigError(f"Hessian method 'rop' needs the built-in float64 MLP potential; "
                               f"got {type(potential).__name__}: use method='auto' or 'fd'")
+        if method == "analytic" and resolve_method(potential) != "analytic":
+            raise ConfigError(f"{type(potential).__name__} has no closed-form Hessian; use "
+                              "method='auto' or 'fd'")
         return method
     if _is_mlp(potential):
         if potential.dtype != np.dtype(np.float64):
