@@ -227,7 +227,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
     t1 = time.perf_counter()
     details.update(info)
     details["hessian_s"] = t1 - t0
-    zero_rows = ~np.any(h != 0.0, axis=1)
+    zero_rows = _zero_rows(h)
     n_zero = int(zero_rows.sum())
     if n_zero:
         sub = np.flatnonzero(~zero_rows)
@@ -291,6 +291,15 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         "log_integral_unbounded": unbounded_value,   # -E0/T added by the caller
     })
     return log_flat + log_units + float(np.sum(phi)), 0.0
+
+
+def _zero_rows(h: FloatArray, step: int = 256) -> FloatArray:
+    """Rows of ``h`` that are exactly zero, in row blocks (no d x d temporary)."""
+    out = np.empty(h.shape[0], dtype=bool)
+    for i0 in range(0, h.shape[0], step):
+        blk = h[i0:i0 + step]
+        out[i0:i0 + step] = ~np.any(blk != 0.0, axis=1)
+    return out
 
 
 def _scalar_width(prior: BoxPrior, keep: FloatArray, box_width: float | None) -> float:
