@@ -328,10 +328,11 @@ class Evidence:
     def _find_minimum(self, m: _Minimum) -> None:
         path = self._min_path(m.model.name, m.index)
         info_path = path.with_suffix(".json")
+        pot = m.model.potential.copy()          # each thread its own scratch space
         if path.is_file() and info_path.is_file():
             theta = np.load(path, allow_pickle=False)
             info = _read_json(info_path)
-            e = m.model.potential.energy(theta)
+            e = pot.energy(theta)
             if not (e == info["energy"] or abs(e - info["energy"]) <= 1e-9 * max(
                     1.0, abs(info["energy"]))):
                 raise CheckpointMismatchError(
@@ -341,7 +342,6 @@ class Evidence:
             m.theta, m.info = theta, info
             return
         t0 = time.monotonic()
-        pot = m.model.potential.copy()
         if m.model.settings["params"]:
             theta, source = _loaded_vectors(m.model, m.index + 1)[m.index]
             info = {"source": source, "energy": float(pot.energy(theta))}
