@@ -121,6 +121,9 @@ def test_config_errors_are_one_line_with_the_fix(text, expected):
 def test_config_without_models_and_params_shortfall(tmp_path):
     with pytest.raises(ConfigError, match="at least one model"):
         _resolve("[data]\nname = 'none'\n")
+    with pytest.raises(ConfigError, match=r"model.A.params: .*nothing.npy does not exist"):
+        _resolve("[data]\nname = 'none'\n[model.A]\narchitecture = 'gaussian'\nn = 3\n"
+                 f"params = '{tmp_path / 'nothing.npy'}'\n")
     np.save(tmp_path / "one.npy", np.zeros(3))
     with pytest.raises(ConfigError, match="holds 1 parameter vector.*n_minima = 2"):
         _resolve(f"[data]\nname = 'none'\n[evidence]\nn_minima = 2\n[model.A]\n"

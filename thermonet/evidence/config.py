@@ -230,7 +230,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     n_min = out["evidence"]["n_minima"]
     for name, m in out["model"].items():
         if m["params"]:
-            n_have = count_params(m, n_min)
+            n_have = count_params(m, n_min, name)
             if n_have < n_min:
                 raise ConfigError(f"model.{name}.params holds {n_have} parameter vector(s) but "
                                   f"evidence.n_minima = {n_min}; give more files or lower "
@@ -240,15 +240,14 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     return cfg
 
 
-def count_params(model: Mapping[str, Any], limit: int) -> int:
+def count_params(model: Mapping[str, Any], limit: int, name: str = "NAME") -> int:
     """Number of parameter vectors in a model's params files (stops counting at ``limit``)."""
-    from thermonet.params import load_params  # noqa: F401  (error messages)
-
     n = 0
     for path in model["params"]:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"model params file {p} does not exist")
+            raise ConfigError(f"model.{name}.params: {p} does not exist (paths are relative to "
+                              f"the working directory {Path.cwd()})")
         n += _rows(p)
         if n >= limit:
             break
