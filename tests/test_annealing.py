@@ -383,3 +383,18 @@ def test_start_from_a_minimum_or_a_parameter_file(tmp_path, mnist_dir):
     raw["anneal"].update(start="params", params=str(tmp_path / "w.npy"))
     ann = an.Annealer.create(an.resolve_config(raw), tmp_path / "p")
     np.testing.assert_array_equal(ann.chain.theta, draw)
+
+
+def test_cli_progress_lines_and_summary(tmp_path, mnist_dir):
+    cfg = tmp_path / "two.toml"
+    cfg.write_text(TINY_TOML.replace("n_temperatures = 6", "n_temperatures = 2"))
+    res = CliRunner().invoke(main, ["anneal", str(cfg), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "T 1/2 = 3  acc" in res.output and "T 2/2 = 0.01  acc" in res.output
+    s = json.loads((tmp_path / "o" / an.ANNEAL_JSON).read_text())
+    assert s["status"] == "finished" and s["n_temperatures_done"] == 2
+    assert f"test           error {100 * s['best']['test']['error']:.2f}%" in res.output
+    # an anneal that is already complete resumes to its summary without running again
+    res2 = CliRunner().invoke(main, ["anneal", str(cfg), "--out", str(tmp_path / "o"),
+                                     "--resume", "--json"])
+    assert res2.exit_code == 0 and json.loads(res2.stdout)["best"] == s["best"]
