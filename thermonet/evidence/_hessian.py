@@ -546,13 +546,16 @@ def hessian(potential: Any, theta: Any, *, method: str = "auto",
 
 
 def _asymmetry(h: FloatArray) -> float:
-    """``max |H - H^T| / max |H|`` (0 for a zero matrix), computed in row blocks."""
-    scale = float(np.max(np.abs(h))) if h.size else 0.0
+    """``max |H - H^T| / max |H|`` (0 for a zero matrix), computed in row blocks (no d x d
+    temporary)."""
+    d = h.shape[0]
+    step = 512
+    scale = 0.0
+    for i0 in range(0, d, step):
+        scale = max(scale, float(np.max(np.abs(h[i0:i0 + step]))))
     if scale == 0.0:
         return 0.0
     worst = 0.0
-    d = h.shape[0]
-    step = 512
     for i0 in range(0, d, step):
         i1 = min(d, i0 + step)
         worst = max(worst, float(np.max(np.abs(h[i0:i1] - h[:, i0:i1].T))))
