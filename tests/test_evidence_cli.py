@@ -507,3 +507,18 @@ def test_rerun_with_workers_on_a_network(tmp_path):
     again = invoke(cfg, "--out", tmp_path / "o", "--no-convergence")
     assert again.exit_code == 0, again.output
     assert again.output == first.output
+
+
+def test_temperature_reaches_ti_and_laplace(tmp_path):
+    """At T = 2 the box integral of exp(-E/T) of a Gaussian well is exact in closed form."""
+    body = ("[evidence]\nseed = 4\ntemperature = 2.0\n[data]\nname = 'none'\n" + TI_FAST
+            + MODELS.split("[model.B]")[0])
+    res = invoke(write(tmp_path, body), "--out", tmp_path / "o", "--no-convergence")
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads((tmp_path / "o" / "summary.json").read_text())["rows"]
+    t, k, a = 2.0, 1.0, 5.0
+    exact = 3 * math.log(math.sqrt(2 * math.pi * t / k) * math.erf(a * math.sqrt(k / (2 * t))))
+    assert abs(row["log_integral"] - exact) < 4 * row["log_integral_error"]
+    assert row["laplace"]["temperature"] == 2.0
+    assert row["laplace"]["log_integral"] == pytest.approx(exact, abs=2e-3)
+    assert "note: at T != 1" in res.output
