@@ -222,6 +222,9 @@ def test_run_directory_holds_json_hdf5_and_every_run(exact_run):
             assert (out / "ti" / model / "min000" / label / "result.json").is_file()
     bridges = json.loads((out / "ti/A/min000/conv-bridges2/result.json").read_text())
     assert len(bridges["details"]["lambdas"]) == 2 * 12
+    back = evrun.result_from_dict(bridges)          # result.json reads back as the result
+    assert back.as_dict()["log_evidence"] == bridges["log_evidence"]
+    assert back.details["lambdas"] == bridges["details"]["lambdas"]
     assert "convergence report" in (out / "table.txt").read_text()
 
 

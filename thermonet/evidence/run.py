@@ -70,8 +70,7 @@ EXIT_NOT_CONVERGED = 3
 #: seconds between the per-λ progress lines of one TI run
 PROGRESS_INTERVAL = 5.0
 
-#: convergence variants: label -> (description, TIConfig changes, reference scale or None
-#: for an independent reference fit)
+#: convergence variants: label -> description (what each changes: Evidence._ti_plan)
 VARIANTS: dict[str, str] = {
     "k0.5": "reference k x0.5",
     "k2": "reference k x2",
