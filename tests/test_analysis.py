@@ -155,17 +155,38 @@ def test_stopping_rule_hand_made_curve():
     temps = np.arange(1.0, 9.0)
     v = np.array([0.7, 0.6, 0.47, 0.45, 0.5, 0.6, 0.8, 0.9])
     # no error bars: any rise stops cooling; 0.47 at T=3 is above 0.45 at T=4
-    r = stopping_rule(temps, v, n_sigma=0.0)
+    r = stopping_rule(temps, v, n_sigma=0.0, patience=1)
     assert (r["temperature"], r["value"], r["index"], r["stopped_at"]) == (4.0, 0.45, 3.0, 3.0)
     # with error bars of 0.02 and 2 sigma (0.057), 0.47 is noise; 0.6 at T=2 is a rise
-    r = stopping_rule(temps, v, np.full(8, 0.02), n_sigma=2.0)
+    r = stopping_rule(temps, v, np.full(8, 0.02), n_sigma=2.0, patience=1)
     assert (r["temperature"], r["stopped_at"]) == (4.0, 2.0)
+    # three rises in a row below the minimum at T = 4 (T = 3, 2, 1), then the end of the
+    # ladder: patience 2 and 3 stop at the first of them, patience 4 never stops
+    for patience in (2, 3):
+        r = stopping_rule(temps, v, n_sigma=0.0, patience=patience)
+        assert (r["temperature"], r["stopped_at"]) == (4.0, 3.0)
+    r = stopping_rule(temps, v, n_sigma=0.0, patience=4)
+    assert r["temperature"] == 4.0 and math.isnan(r["stopped_at"])
+
+
+def test_stopping_rule_patience_ignores_an_isolated_fluctuation():
+    # hot to cold: a plateau with one high point at T = 8, then a real minimum and a rise
+    temps = np.arange(1.0, 11.0)
+    v = np.array([0.60, 0.55, 0.50, 0.30, 0.20, 0.45, 0.50, 0.80, 0.50, 0.50])
+    r1 = stopping_rule(temps, v, n_sigma=0.0, patience=1)
+    assert r1["stopped_at"] == 8.0 and r1["temperature"] == 10.0     # fooled by the spike
+    r3 = stopping_rule(temps, v, n_sigma=0.0, patience=3)
+    # the spike is followed by 0.50 (not above the running minimum 0.50): the count restarts;
+    # the real rise below T = 5 (0.30, 0.50, 0.55) stops it, first detected at T = 4
+    assert r3["temperature"] == 5.0 and r3["stopped_at"] == 4.0
+    with pytest.raises(ConfigError):
+        stopping_rule(temps, v, patience=0)
 
 
 def test_stopping_rule_is_not_the_global_minimum():
     temps = np.array([0.1, 0.3, 1.0, 3.0, 10.0])
     v = np.array([0.1, 0.3, 0.5, 0.4, 0.9])
-    r = stopping_rule(temps, v)
+    r = stopping_rule(temps, v, patience=1)
     assert r["temperature"] == 3.0 and r["stopped_at"] == 1.0
 
 

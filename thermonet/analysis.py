@@ -51,6 +51,8 @@ SWAP_WARN_THRESHOLD = 0.05
 #: the stopping rule stops cooling when the test error exceeds the lowest so far by more than
 #: this many combined standard errors
 STOP_SIGMA = 2.0
+#: consecutive temperatures above the running minimum that stop the cooling
+STOP_PATIENCE = 3
 
 #: a temperature whose training-energy series after discard is shorter than this many
 #: integrated autocorrelation times gets a warning
@@ -188,16 +190,19 @@ def swap_table(temperatures: Any, attempted_nk: Any, accepted_nk: Any) -> dict[s
 
 
 def stopping_rule(temperatures: Any, values: Any, errors: Any = None, *,
-                  n_sigma: float = STOP_SIGMA) -> dict[str, float]:
+                  n_sigma: float = STOP_SIGMA, patience: int = STOP_PATIENCE
+                  ) -> dict[str, float]:
     """The paper's stopping rule along a ladder, from the hottest temperature to the coldest.
 
     "Cool until the average validation error starts to increase, then revert to the parameters
     with the lowest validation error" (Baldock & Marzari 2019, Sec. 3.4). Walking from
     ``T_max`` down, keep the running minimum ``m`` of ``values`` (NaN values are skipped).
-    Cooling stops at the first temperature whose value exceeds ``m`` by more than
+    A temperature is a *rise* when its value exceeds ``m`` by more than
     ``n_sigma * sqrt(err^2 + err_m^2)`` (a NaN error counts as 0, so with ``n_sigma = 0`` or
-    without errors any increase stops it). The result is the temperature of the running
-    minimum at that point; if cooling never stops, the minimum over the whole ladder.
+    without errors any increase is a rise). Cooling stops at the ``patience``-th consecutive
+    rise (one noisy point among many temperatures is not an increase of the *average*
+    error; ``patience = 1`` stops at the first rise). The result is the temperature of the
+    running minimum at that point; if cooling never stops, the minimum over the whole ladder.
 
     Parameters
     ----------
@@ -207,14 +212,19 @@ def stopping_rule(temperatures: Any, values: Any, errors: Any = None, *,
     errors : array_like, shape (K,), optional
         Their standard errors.
     n_sigma : float
+    patience : int
+        Consecutive rises that stop the cooling (>= 1).
 
     Returns
     -------
     dict of float
         ``temperature`` and ``value`` of the selected point, ``index`` (its slot; NaN if every
         value is NaN), ``stopped_at`` (the temperature where the increase was detected, NaN if
-        cooling reached the coldest temperature without stopping).
+        cooling reached the coldest temperature without stopping): the first of the
+        ``patience`` consecutive rises.
     """
+    if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) or patience < 1:
+        raise ConfigError(f"patience = {patience!r}; expected an integer >= 1")
     t = np.asarray(temperatures, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     e = np.zeros_like(v) if errors is None else np.asarray(errors, dtype=np.float64)
@@ -224,15 +234,21 @@ def stopping_rule(temperatures: Any, values: Any, errors: Any = None, *,
     e = np.where(np.isfinite(e), e, 0.0)
     best = -1
     stopped = math.nan
+    rises: list[int] = []
     for k in range(t.size - 1, -1, -1):
         if not np.isfinite(v[k]):
             continue
         if best < 0 or v[k] < v[best]:
             best = k
+            rises.clear()
             continue
         if v[k] - v[best] > n_sigma * math.hypot(e[k], e[best]) and v[k] > v[best]:
-            stopped = float(t[k])
-            break
+            rises.append(k)
+            if len(rises) >= patience:
+                stopped = float(t[rises[0]])
+                break
+        else:
+            rises.clear()
     if best < 0:
         return {"temperature": math.nan, "value": math.nan, "index": math.nan,
                 "stopped_at": math.nan}
@@ -640,6 +656,7 @@ def _build_model(cfg_toml: str, mnist_dir: str | None) -> tuple[Any, Any, Any]:
 def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = True,
             baseline: str | Path | None = None, predictive: bool = True, workers: int = 1,
             swap_threshold: float = SWAP_WARN_THRESHOLD, stop_sigma: float = STOP_SIGMA,
+            stop_patience: int = STOP_PATIENCE,
             mnist_dir: str | None = None) -> Analysis:
     """Analyse a run directory: per temperature, averages with error bars and test-set
     performance; reference lines; the temperature of best generalisation; ladder health.
@@ -815,7 +832,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                   "baseline_n_kept": math.nan}
     if baseline is not None:
         references.update(_read_baseline(baseline, arch, split, workers, warnings))
-    best = _best(temps, table, stop_sigma)
+    best = _best(temps, table, stop_sigma, stop_patience)
 
     meta.update({
         "run_dir": str(run_dir), "run_uuid": ck.run_uuid,
@@ -834,6 +851,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "round_trips": int(trips.sum()),
         "round_trips_per_replica": [int(v) for v in trips],
         "swap_warn_threshold": float(swap_threshold), "stop_sigma": float(stop_sigma),
+        "stop_patience": int(stop_patience),
         "test": bool(test), "predictive": bool(predictive and test),
         "gaussian_prior": gaussian,
         "baseline": None if baseline is None else str(baseline),
@@ -841,8 +859,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta)
 
 
-def _best(temps: FloatArray, table: dict[str, np.ndarray], stop_sigma: float
-          ) -> dict[str, float]:
+def _best(temps: FloatArray, table: dict[str, np.ndarray], stop_sigma: float,
+          stop_patience: int = STOP_PATIENCE) -> dict[str, float]:
     def argmin(col: str) -> tuple[float, float]:
         v = table[col]
         if not np.any(np.isfinite(v)):
@@ -858,7 +876,8 @@ def _best(temps: FloatArray, table: dict[str, np.ndarray], stop_sigma: float
         argmin("predictive_test_error")
     out["min_predictive_test_energy_temperature"], out["min_predictive_test_energy_per_point"] \
         = argmin("predictive_test_energy_per_point")
-    rule = stopping_rule(temps, table["test_error"], table["test_error_err"], n_sigma=stop_sigma)
+    rule = stopping_rule(temps, table["test_error"], table["test_error_err"], n_sigma=stop_sigma,
+                         patience=stop_patience)
     out["stopping_temperature"] = rule["temperature"]
     out["stopping_test_error"] = rule["value"]
     out["stopping_index"] = rule["index"]
@@ -919,6 +938,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
 
 __all__ = [
     "PAIR_COLUMNS",
+    "STOP_PATIENCE",
     "STOP_SIGMA",
     "SWAP_WARN_THRESHOLD",
     "TABLE_COLUMNS",

@@ -134,8 +134,9 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"{b['min_test_energy_per_point']:.4g} per point at T = "
                    f"{b['min_test_energy_temperature']:.4g}")
         stop = b["stopping_stopped_at"]
-        click.echo(f"stopping rule (cool from T_max until the test error rises by > "
-                   f"{m['stop_sigma']:g} sigma): T = {b['stopping_temperature']:.4g}, test "
+        click.echo(f"stopping rule (cool from T_max until the test error is > "
+                   f"{m['stop_sigma']:g} sigma above its minimum at "
+                   f"{m.get('stop_patience', 1)} temperatures in a row): T = {b['stopping_temperature']:.4g}, test "
                    f"error {100 * b['stopping_test_error']:.2f}%"
                    + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
                       else " (no rise down to T_min)"))
