@@ -7,6 +7,7 @@ numerical quadrature, and dense log-determinants.
 
 from __future__ import annotations
 
+import json
 import math
 from itertools import pairwise
 
@@ -422,6 +423,9 @@ def test_small_mlp_on_d50_symmetric_finite_and_constant_pixels(d50):
     assert r.details["n_flat"] == 6 * 63 + 7
     assert r.details["n_bounded"] >= r.details["n_flat"]
     assert r.energy0 == pytest.approx(pot.energy(th))
+    back = json.loads(json.dumps(r.as_dict()))            # what `thermonet evidence` stores
+    assert back["log_integral"] == r.log_integral
+    assert back["details"]["n_bounded"] == r.details["n_bounded"]
 
 
 def test_bad_inputs_give_one_line_errors(rng):
