@@ -288,6 +288,27 @@ def test_scaled_bound_zero_negative_and_wide_directions(rng):
     assert r8.log_integral == pytest.approx(np.sum(np.log(sigma)), abs=1e-12)
 
 
+def test_scaled_bound_on_a_diagonal_valley_against_quadrature():
+    # E = k (w1 - w2)^2 / 4 in the square |w_i| < 1: flat along the diagonal. The scaled rule
+    # gives the flat direction the cube's unit width (2 here), the true central section is the
+    # diagonal, 2 sqrt(2) long: Laplace must be low by at most ln sqrt(2) (Ball's bound for one
+    # unbounded direction, d - m = 1) and by about that much for a narrow valley
+    k = 400.0
+    a = 0.5 * k * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    pot = QuadraticWithHessian(a, np.zeros(2))
+    prior = BoxPrior(np.array([2.0, 2.0]))
+    r = laplace_evidence(pot, np.zeros(2), prior)
+    assert r.details["n_bounded"] == 1 and r.details["n_unbounded"] == 1
+    assert r.log_integral == pytest.approx(math.log(math.sqrt(2 * math.pi / k) * 2.0), abs=1e-9)
+    # exact: the density of u = w1 - w2 over the square is (2 - |u|)
+    val, _ = integrate.quad(lambda u: (2 - abs(u)) * math.exp(-k * u * u / 4), -2, 2,
+                            points=[0.0], epsabs=1e-14, epsrel=1e-12)
+    gap = math.log(val) - r.log_integral
+    assert 0 < gap <= 0.5 * math.log(2.0)
+    assert gap == pytest.approx(math.log((2 * math.sqrt(4 * math.pi / k) - 4 / k)
+                                         / (2 * math.sqrt(2 * math.pi / k))), abs=1e-4)
+
+
 def test_projected_and_scalar_bounds(rng):
     # E = ½ w^T A w with A = Q diag(lam) Q^T on 4 coordinates, lam = (4, 1e-4, 0, -1), and a
     # 5th coordinate absent from E
