@@ -163,6 +163,7 @@ def test_hvp_equals_dense_product_and_is_thread_independent(rng):
     np.testing.assert_allclose(hvp(pot, th, v[0]), hv[0], rtol=0, atol=0)
     pot2 = arch.potential(x=x, y=y, block=8, threads=2)
     assert np.array_equal(hvp(pot2, th, v), hv)
+    assert np.array_equal(hvp(pot, th, v, threads=2), hv)
     assert np.array_equal(hessian(pot2, th, column_block=7, symmetrise=False), h)
     idx = [3, 1, 17, 30]
     assert np.array_equal(hessian(pot, th, index=idx, symmetrise=False), h[np.ix_(idx, idx)])

@@ -411,7 +411,8 @@ def _fd_hvp_one(potential: Any, theta: FloatArray, v: FloatArray, h: float) -> F
     return (4.0 * d(0.5 * h) - d(h)) / 3.0
 
 
-def hvp(potential: Any, theta: Any, v_kp: Any, *, method: str = "auto") -> FloatArray:
+def hvp(potential: Any, theta: Any, v_kp: Any, *, method: str = "auto",
+        threads: int | None = None) -> FloatArray:
     """Hessian-vector products ``H @ v`` for the rows of ``v_kp``.
 
     Parameters
@@ -420,6 +421,9 @@ def hvp(potential: Any, theta: Any, v_kp: Any, *, method: str = "auto") -> Float
     theta : array_like, shape (n_params,)
     v_kp : array_like, shape (K, n_params) or (n_params,)
     method : {"auto", "rop", "analytic", "fd"}
+    threads : int, optional
+        Threads of the R-operator kernel (default: the potential's ``threads``); the result is
+        bitwise the same for any number.
 
     Returns
     -------
@@ -435,12 +439,12 @@ def hvp(potential: Any, theta: Any, v_kp: Any, *, method: str = "auto") -> Float
     prior_diag = _prior_diagonal(potential)
     if prior_diag is not None:
         # a Gaussian prior term: the base potential's products plus diag(s / s_i^2) v
-        out = hvp(potential.base, th, v, method=method) + v * prior_diag
+        out = hvp(potential.base, th, v, method=method, threads=threads) + v * prior_diag
         return out[0] if single else out
     m = resolve_method(potential, method)
     if m == "rop":
         out = np.empty_like(v)
-        with kt.limit(_threads(potential)):
+        with kt.limit(_threads(potential) if threads is None else max(1, int(threads))):
             _rop_hvp(th, potential._widths, potential._out, potential.x, potential.y,
                      potential.block, v, out)
     elif m == "analytic":

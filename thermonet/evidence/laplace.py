@@ -488,7 +488,7 @@ def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
         full = np.zeros((v_kp.shape[0], d))
         full[:, keep] = v_kp * units
         n_mv[0] += v_kp.shape[0]
-        return hvp(potential, th, full)[:, keep] * units
+        return hvp(potential, th, full, threads=threads)[:, keep] * units
 
     def phi(lam: FloatArray) -> FloatArray:
         return _phi(lam, log_w, t)[0]
