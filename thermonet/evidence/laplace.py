@@ -139,7 +139,8 @@ def laplace_evidence(potential: Any, theta0: Any, prior: BoxPrior, temperature: 
         the Gaussian test system its analytic one, other potentials finite differences of the
         gradient (see :mod:`thermonet.evidence._hessian`).
     theta0 : array_like, shape (n_params,)
-        A minimum of ``E`` inside the box (e.g. from :func:`thermonet.minimisers`).
+        A minimum of ``E`` inside the box (e.g. from :class:`thermonet.minimisers.rmin.RMin`
+        with ``respect_box=True``).
     prior : BoxPrior
         The box ``|w_i| < σ_i/2``; ``log_volume = sum ln σ_i`` turns the integral into the
         log evidence.
@@ -149,19 +150,20 @@ def laplace_evidence(potential: Any, theta0: Any, prior: BoxPrior, temperature: 
     seed : int
         Seed of the SLQ probe vectors (unused by "dense").
     **options
-        dense: ``bound`` ("projected" or "scalar"), ``box_width`` (scalar bound),
-        ``column_block`` (Hessian columns per kernel call, 128), ``threads`` (Hessian kernel
-        threads; default the potential's), ``eig_threads`` (BLAS threads of the
-        eigendecomposition, 1: on a busy 2-core machine two were 10x slower).
-        slq: ``n_probes`` (30), ``n_steps`` (80), ``box_width``, ``threads``.
+        dense: ``bound`` ("scaled", the default, "projected" or "scalar"), ``box_width``
+        (scalar bound), ``column_block`` (Hessian columns per kernel call, 128), ``threads``
+        (Hessian kernel threads; default the potential's), ``eig_threads`` (BLAS threads of
+        the eigendecomposition, 1: on a busy 2-core machine two were 10x slower).
+        slq: ``bound`` ("scaled" or "scalar"), ``n_probes`` (30), ``n_steps`` (80),
+        ``box_width``, ``threads``.
 
     Returns
     -------
     EvidenceResult
         ``method="laplace"``; ``details`` holds the eigenvalue counts (``n_flat``: the
         sheared-out flat coordinates; ``n_bounded``: directions given the box width, flat
-        ones included; ``n_negative``, ``n_small``), an eigenvalue summary, ``logdet`` (of
-        ``H/T`` over the unbounded directions), the plain Laplace value without any box
+        ones included; ``n_negative``, ``n_small``), an eigenvalue summary, ``logdet`` (over
+        the unbounded directions, of ``SHS/T`` for the scaled bound, else ``H/T``), the plain Laplace value without any box
         (``log_integral_unbounded``, NaN if an eigenvalue is <= 0 or a coordinate is flat),
         the Hessian scheme, its asymmetry and timings (docs/evidence.md lists them all).
     """
