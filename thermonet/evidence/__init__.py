@@ -1,7 +1,34 @@
-"""Bayesian evidence of a network: thermodynamic integration and the Laplace approximation."""
+"""Bayesian evidence of a network: thermodynamic integration and the Laplace approximation.
+
+``thermodynamic_integration``, ``repeat_ti``, ``fit_reference`` and ``TIConfig`` come from
+:mod:`thermonet.evidence.ti`; ``laplace_evidence`` and ``hessian`` from
+:mod:`thermonet.evidence.laplace` and :mod:`thermonet.evidence._hessian`. They are imported on
+first use, so ``import thermonet.evidence`` stays cheap. See docs/evidence.md.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from thermonet.evidence._result import EvidenceResult
 
-__all__ = ["EvidenceResult"]
+_LAZY = {
+    "TIConfig": "thermonet.evidence.ti",
+    "Reference": "thermonet.evidence.ti",
+    "fit_reference": "thermonet.evidence.ti",
+    "thermodynamic_integration": "thermonet.evidence.ti",
+    "repeat_ti": "thermonet.evidence.ti",
+    "laplace_evidence": "thermonet.evidence.laplace",
+    "hessian": "thermonet.evidence._hessian",
+    "hvp": "thermonet.evidence._hessian",
+}
+
+__all__ = ["EvidenceResult", "Reference", "TIConfig", "fit_reference", "hessian", "hvp",
+           "laplace_evidence", "repeat_ti", "thermodynamic_integration"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'thermonet.evidence' has no attribute {name!r}")
