@@ -19,22 +19,25 @@ Every command accepts `-h/--help`. Library errors are one line on stderr with ex
 """
 
 
-def _help_text(cmd: click.Command, path: list[str]) -> str:
-    ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100,
-                        help_option_names=["-h", "--help"])
-    return cmd.get_help(ctx)
+def _context(cmd: click.Command, name: str, parent: click.Context | None) -> click.Context:
+    """The context the real command line would build (help names inherited from the root)."""
+    if parent is None:
+        return click.Context(cmd, info_name=name, terminal_width=100, max_content_width=100,
+                             help_option_names=["-h", "--help"])
+    return click.Context(cmd, info_name=name, parent=parent)
 
 
-def _walk(cmd: click.Command, path: list[str], out: list[str], level: int) -> None:
+def _walk(cmd: click.Command, path: list[str], out: list[str], level: int,
+          parent: click.Context | None = None) -> None:
+    ctx = _context(cmd, path[-1], parent)
     title = " ".join(path)
     out.append(f"{'#' * level} `{title}`\n")
-    out.append("```text\n" + _help_text(cmd, path).rstrip() + "\n```\n")
+    out.append("```text\n" + cmd.get_help(ctx).rstrip() + "\n```\n")
     if isinstance(cmd, click.Group):
-        ctx = click.Context(cmd, info_name=title)
         for name in cmd.list_commands(ctx):
             sub = cmd.get_command(ctx, name)
             if sub is not None and not getattr(sub, "hidden", False):
-                _walk(sub, [*path, name], out, min(level + 1, 4))
+                _walk(sub, [*path, name], out, min(level + 1, 4), ctx)
 
 
 def render() -> str:
