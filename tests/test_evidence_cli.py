@@ -118,6 +118,13 @@ def test_config_errors_are_one_line_with_the_fix(text, expected):
     assert "\n" not in msg
 
 
+def test_ti_typo_lists_only_keys_that_ti_accepts():
+    with pytest.raises(ConfigError) as exc:
+        _resolve("[data]\nname = 'none'\n[ti]\nn_bridge = 5\n" + MODELS)
+    valid = str(exc.value).split("Valid keys: ")[1].split(", ")
+    assert "n_bridges" in valid and "temperature" not in valid
+
+
 def test_config_without_models_and_params_shortfall(tmp_path):
     with pytest.raises(ConfigError, match="at least one model"):
         _resolve("[data]\nname = 'none'\n")

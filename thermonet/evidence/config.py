@@ -110,11 +110,19 @@ def _ti_settings(given: Mapping[str, Any], sources: dict[str, str],
         raise ConfigError(f"ti.method = {given['method']!r} is not a TI method; expected one "
                           f"of {', '.join(repr(m) for m in TI_METHODS)} (\"paper\" is the "
                           "published legacy recipe)")
-    holder = type("TI", (), {"Config": ti_cls})
-    out = cfgmod._plugin_settings("ti", holder, given, sources, given_sources)
-    out.pop("temperature", None)
-    sources.pop("ti.temperature", None)
-    return out
+    # TIConfig without its temperature, so that the valid keys listed for a typo are exactly
+    # the ones [ti] accepts
+    import dataclasses
+
+    kept = []
+    for f in dataclasses.fields(ti_cls):
+        if f.name == "temperature":
+            continue
+        default = (dataclasses.field(default_factory=f.default_factory)  # type: ignore[misc]
+                   if f.default is dataclasses.MISSING else dataclasses.field(default=f.default))
+        kept.append((f.name, f.type, default))
+    holder = type("TI", (), {"Config": dataclasses.make_dataclass("TISettings", kept)})
+    return cfgmod._plugin_settings("ti", holder, given, sources, given_sources)
 
 
 def _laplace_option_names() -> set[str] | None:
