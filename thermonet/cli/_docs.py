@@ -60,7 +60,10 @@ keys are errors with a did-you-mean suggestion, and types and ranges are checked
 starts. The resolved config in a run directory (`DIR/config.toml`) lists every value with where
 it came from (`default`, `config`, `set` for `--set`, `commandline`). How runs use these
 settings: [runs.md](runs.md); the samplers: [samplers.md](samplers.md); the minimisers:
-[minimisers.md](minimisers.md).
+[minimisers.md](minimisers.md). The configs of the other commands have their own key-by-key
+references, checked against the code by the tests: `thermonet evidence` in
+[evidence.md](evidence.md), `thermonet anneal` in [annealing.md](annealing.md), and the
+`[baseline]` table of `thermonet baseline --config` in [minimisers.md](minimisers.md).
 """
 
 _SECTION_TEXT = {
