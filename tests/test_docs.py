@@ -59,3 +59,18 @@ def test_baseline_config_keys_are_documented():
     text = (ROOT / "docs" / "minimisers.md").read_text(encoding="utf-8")
     for key in BASELINE_KEYS:
         assert f"| `{key}` |" in text, key
+
+
+def test_cli_page_does_not_depend_on_commands_run_before(tmp_path):
+    # A subcommand run through its own group (not `thermonet ...`) caches a help option named
+    # only --help (Click caches it per command object); the page must still show the names
+    # the real command line uses. (tests/test_data.py runs `data build-embedded` this way.)
+    from click.testing import CliRunner
+
+    from thermonet.cli.data import data
+
+    sub = data.get_command(None, "build-embedded")
+    sub._help_option = None          # as in a fresh process (earlier tests may have built it)
+    CliRunner().invoke(data, ["build-embedded", "--out", str(tmp_path / "missing" / "x.h5")])
+    assert sub._help_option is not None and sub._help_option.opts == ["--help"]
+    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == render()

@@ -30,6 +30,11 @@ def _context(cmd: click.Command, name: str, parent: click.Context | None) -> cli
 def _walk(cmd: click.Command, path: list[str], out: list[str], level: int,
           parent: click.Context | None = None) -> None:
     ctx = _context(cmd, path[-1], parent)
+    if getattr(cmd, "_help_option", None) is not None:
+        # Click (>= 8.1.8) caches the help option with the names of the first context that
+        # asked for it; rebuild it from this context so the page never depends on what ran
+        # earlier in the process
+        cmd._help_option = None
     title = " ".join(path)
     out.append(f"{'#' * level} `{title}`\n")
     out.append("```text\n" + cmd.get_help(ctx).rstrip() + "\n```\n")
