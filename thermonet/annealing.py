@@ -40,7 +40,6 @@ resumes bit for bit.
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import itertools
 import json
@@ -213,18 +212,7 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
     from thermonet import registry
     from thermonet.samplers.hmc import HMC
 
-    doc: dict[str, Any] = copy.deepcopy(dict(raw))
-    given_sources: dict[str, str] = {}
-    for dotted, value in (overrides or {}).items():
-        parts = dotted.split(".")
-        table = doc
-        for part in parts[:-1]:
-            nxt = table.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"cannot set {dotted}: {part} is not a table")
-            table = nxt
-        table[parts[-1]] = value
-        given_sources[dotted] = override_source
+    doc, given_sources = cfgmod.apply_overrides(raw, overrides, override_source)
     for section, table_given in doc.items():
         if section not in ANNEAL_SECTIONS:
             raise ConfigError(f"unknown section [{section}] in an anneal configuration"

@@ -318,14 +318,10 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {err}") from None
 
 
-def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
-            override_source: str = "set") -> ResolvedConfig:
-    """Validate ``raw`` (a parsed TOML document) plus dotted ``overrides`` and fill defaults.
-
-    Loads the named plugins' classes (to validate their settings), which imports them.
-    """
-    from thermonet import registry
-
+def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None,
+                    source: str = "set") -> tuple[dict[str, Any], dict[str, str]]:
+    """A deep copy of ``raw`` with the dotted ``overrides`` applied, and the overridden keys'
+    origin (``{"run.seed": source, ...}``). Shared by every command's config resolver."""
     doc: dict[str, Any] = copy.deepcopy(dict(raw))
     given_sources: dict[str, str] = {}
     for dotted, value in (overrides or {}).items():
@@ -337,7 +333,19 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                 raise ConfigError(f"cannot set {dotted}: {part} is not a table")
             table = nxt
         table[parts[-1]] = value
-        given_sources[dotted] = override_source
+        given_sources[dotted] = source
+    return doc, given_sources
+
+
+def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+            override_source: str = "set") -> ResolvedConfig:
+    """Validate ``raw`` (a parsed TOML document) plus dotted ``overrides`` and fill defaults.
+
+    Loads the named plugins' classes (to validate their settings), which imports them.
+    """
+    from thermonet import registry
+
+    doc, given_sources = apply_overrides(raw, overrides, override_source)
     for section in doc:
         if section not in SECTIONS:
             raise ConfigError(f"unknown section [{section}]{_suggest(section, list(SECTIONS))} "

@@ -18,7 +18,6 @@ the value received and what is allowed, all before any work starts.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 from collections.abc import Mapping
@@ -183,18 +182,7 @@ def _model_settings(name: str, given: Any, sources: dict[str, str],
 def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
             override_source: str = "set") -> cfgmod.ResolvedConfig:
     """Validate a parsed evidence TOML document plus dotted ``overrides``; fill defaults."""
-    doc: dict[str, Any] = copy.deepcopy(dict(raw))
-    given_sources: dict[str, str] = {}
-    for dotted, value in (overrides or {}).items():
-        parts = dotted.split(".")
-        table = doc
-        for part in parts[:-1]:
-            nxt = table.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"cannot set {dotted}: {part} is not a table")
-            table = nxt
-        table[parts[-1]] = value
-        given_sources[dotted] = override_source
+    doc, given_sources = cfgmod.apply_overrides(raw, overrides, override_source)
     for section, table in doc.items():
         if section not in SECTIONS:
             hint = cfgmod._suggest(section, list(SECTIONS))
