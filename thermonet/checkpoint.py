@@ -118,6 +118,9 @@ class Checkpoint:
     counters : dict
         JSON-serialisable cumulative counters (elapsed seconds, ...).
     thermonet_version : str
+    blas_backend : str
+        The kernels' BLAS backend (:mod:`thermonet.kernels.blas`) when the checkpoint was
+        written ("" for checkpoints from before it was recorded).
     """
 
     iteration: int
@@ -132,6 +135,13 @@ class Checkpoint:
     counters: dict[str, Any]
     thermonet_version: str = __version__
     created_utc: str = ""
+    blas_backend: str = ""
+
+
+def _blas_backend() -> str:
+    from thermonet.kernels import blas
+
+    return blas.BACKEND
 
 
 def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
@@ -142,6 +152,7 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
         fh.attrs["format"] = CHECKPOINT_FORMAT
         fh.attrs["format_version"] = FORMAT_VERSION
         fh.attrs["thermonet_version"] = __version__
+        fh.attrs["blas_backend"] = ck.blas_backend or _blas_backend()
         fh.attrs["run_uuid"] = ck.run_uuid
         fh.attrs["iteration"] = np.int64(ck.iteration)
         fh.attrs["config_toml"] = ck.config_toml
@@ -203,6 +214,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
                 counters=json.loads(fh.attrs["counters"]),
                 thermonet_version=str(fh.attrs["thermonet_version"]),
                 created_utc=str(fh.attrs.get("created_utc", "")),
+                blas_backend=str(fh.attrs.get("blas_backend", "")),
             )
         except (KeyError, ValueError, OSError) as err:
             raise CheckpointFormatError(f"{path} is incomplete or corrupt ({err}); expected a "

@@ -272,6 +272,12 @@ class Run:
                     f"cannot resume {run_dir}: E(theta) of slot {k} is {e:.10g} now but "
                     f"{st.energy:.10g} in the checkpoint; the data set or architecture "
                     "changed. Start a new run with --out")
+        now = ckpt._blas_backend()
+        if ck.blas_backend and ck.blas_backend != now:
+            log.warning("the checkpoint was written with BLAS backend %r and this process uses "
+                        "%r: the continuation is statistically equivalent but will not repeat "
+                        "an uninterrupted run bit for bit (set THERMONET_BLAS=%s to match)",
+                        ck.blas_backend, now, ck.blas_backend)
         from thermonet.samplers.rehmc import REState
 
         state = REState(slots, np.asarray(ck.replica_k, dtype=np.int64))

@@ -15,7 +15,8 @@ trajectory kept an outdated gradient kernel). Functions compiled with :func:`ker
 therefore stamped with a hash of their own file *and* of every ``.py`` file in
 ``thermonet/kernels`` (plus the directories in ``THERMONET_KERNEL_DEPS``, separated by
 ``os.pathsep``, for plugins whose kernels call each other across files): any edit recompiles
-them. This uses Numba's cache-locator hook and affects only functions compiled here.
+them. The stamp also holds the BLAS backend (:mod:`thermonet.kernels.blas`), which is compiled
+into the kernels. This uses Numba's cache-locator hook and affects only functions compiled here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 from typing import Any, Callable
 
 import numba
+from numba import prange  # noqa: F401  (re-exported for kernels outside this package)
 
 #: fastmath flags that keep NaN/inf semantics.
 SAFE_FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
@@ -39,7 +41,10 @@ def _dependency_dirs() -> list[str]:
 
 
 def _dependency_hash(own_file: str) -> bytes:
+    from thermonet.kernels import blas  # the BLAS backend is compiled into the kernels
+
     h = hashlib.sha256()
+    h.update(blas.BACKEND.encode())
     files = {os.path.abspath(own_file)}
     for d in _dependency_dirs():
         if os.path.isdir(d):

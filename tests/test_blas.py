@@ -1,0 +1,156 @@
+"""The kernels' BLAS backend (thermonet/kernels/blas.py) and the 512-bit vector setting.
+
+* ``gemm`` against NumPy's matmul for every transposition, both dtypes, strided row slices,
+  empty and k = 0 products;
+* the MKL and np.dot backends give the same M(3) energy and gradient to round-off (each in a
+  process of its own, since the backend is fixed at import);
+* bad ``THERMONET_BLAS`` values and a missing MKL give one-line errors;
+* checkpoints record the backend;
+* ``NUMBA_CPU_FEATURES`` gets ``-prefer-256-bit`` on AVX-512 CPUs unless ``THERMONET_AVX512=0``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+from thermonet.kernels import blas
+
+_PROBE = r"""
+import json, sys
+import numpy as np
+from thermonet.kernels import blas
+from thermonet.architectures.mlp import M3
+rng = np.random.default_rng(3)
+x = rng.standard_normal((300, 256)); y = rng.integers(0, 10, 300)
+pot = M3().potential(x=x, y=y, block=128)
+th = rng.uniform(-0.06, 0.06, pot.n_params)
+e, g = pot.energy_and_grad(th)
+print(json.dumps({"backend": blas.BACKEND, "e": float(e), "g": np.asarray(g).tolist()}))
+"""
+
+
+def _probe(env_extra: dict[str, str]) -> dict:
+    env = dict(os.environ)
+    env.update(env_extra)
+    out = subprocess.run(check=False, args=[sys.executable, "-c", _PROBE], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@numba.njit(cache=False)
+def _call(ta, tb, a, b, c):
+    blas.gemm(ta, tb, a, b, c)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_gemm_matches_numpy(dtype, ta, tb):
+    rng = np.random.default_rng(0)
+    m, k, n = 37, 53, 11
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    c = np.full((m, n), np.nan, dtype=dtype)
+    _call(ta, tb, a, b, c)
+    ref = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(c, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def test_gemm_row_slices_and_degenerate_shapes():
+    rng = np.random.default_rng(1)
+    big = rng.standard_normal((20, 30))
+    a = big[3:12, 4:25]                      # leading dimension 30, not 21
+    b = rng.standard_normal((21, 5))
+    c = np.empty((9, 5))
+    _call(False, False, a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
+    c0 = np.full((4, 3), 7.0)                # k = 0: the empty sum
+    _call(False, False, np.empty((4, 0)), np.empty((0, 3)), c0)
+    assert np.all(c0 == 0.0)
+    _call(False, False, np.empty((0, 5)), np.ones((5, 3)), np.empty((0, 3)))
+
+
+def test_info_names_the_backend():
+    info = blas.info()
+    assert info["blas_backend"] == blas.BACKEND in ("mkl", "numpy")
+    if blas.BACKEND == "mkl":
+        assert "mkl_rt" in info["blas_library"]
+
+
+@pytest.mark.skipif(blas.BACKEND != "mkl", reason="the MKL backend is not in use")
+def test_mkl_and_numpy_backends_agree_to_round_off():
+    mkl = _probe({"THERMONET_BLAS": "mkl"})
+    ref = _probe({"THERMONET_BLAS": "numpy"})
+    assert (mkl["backend"], ref["backend"]) == ("mkl", "numpy")
+    assert mkl["e"] == pytest.approx(ref["e"], rel=1e-12)
+    g, gr = np.array(mkl["g"]), np.array(ref["g"])
+    assert np.max(np.abs(g - gr)) <= 1e-11 * np.max(np.abs(gr))
+    assert not np.array_equal(g, gr) or mkl["e"] == ref["e"]   # two real backends ran
+
+
+def test_mkl_results_repeat_bit_for_bit_across_processes():
+    a, b = _probe({}), _probe({})
+    assert a["e"] == b["e"] and a["g"] == b["g"]
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"THERMONET_BLAS": "cuBLAS"}, "THERMONET_BLAS='cublas'; expected one of auto, mkl, numpy"),
+    ({"THERMONET_BLAS": "mkl", "THERMONET_MKL_LIB": "/nonexistent/libmkl_rt.so"},
+     "THERMONET_BLAS=mkl but could not load MKL"),
+])
+def test_bad_backend_requests_fail_in_one_line(env, expected):
+    full = dict(os.environ)
+    full.update(env)
+    out = subprocess.run(check=False, args=[sys.executable, "-c", "import thermonet.kernels.blas"], env=full,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert expected in last
+
+
+def test_missing_mkl_falls_back_to_numpy_under_auto():
+    env = dict(os.environ, THERMONET_BLAS="auto", THERMONET_MKL_LIB="/nonexistent/libmkl_rt.so")
+    code = "from thermonet.kernels import blas; print(blas.BACKEND, '|', blas.REASON)"
+    out = subprocess.run(check=False, args=[sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    backend, reason = out.stdout.strip().split(" | ")
+    assert backend == "numpy" and "could not load MKL" in reason
+
+
+def test_checkpoint_records_the_backend(tmp_path):
+    from thermonet import checkpoint as ckpt
+
+    ck = ckpt.Checkpoint(iteration=0, run_uuid="u", config_toml="", config_sources={},
+                         plugins={}, rng_states=[], slots={"theta": np.zeros((1, 2))},
+                         replica_k=np.zeros(1, dtype=np.int64), temperatures=np.ones(1),
+                         counters={})
+    ckpt.write_checkpoint(tmp_path, ck)
+    assert ckpt.read_checkpoint(tmp_path).blas_backend == blas.BACKEND
+
+
+def _features_after_import(extra: dict[str, str]) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
+    env.update(extra)
+    code = "import os, thermonet.kernels; print(os.environ.get('NUMBA_CPU_FEATURES', ''))"
+    out = subprocess.run(check=False, args=[sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    return out.stdout.strip()
+
+
+def test_512_bit_vectors_on_avx512_cpus_only_and_opt_out():
+    import llvmlite.binding as llb
+
+    has512 = bool(llb.get_host_cpu_features().get("avx512f"))
+    feats = _features_after_import({})
+    assert feats.endswith(",-prefer-256-bit") == has512
+    assert _features_after_import({"THERMONET_AVX512": "0"}) == ""
+    assert _features_after_import({"NUMBA_CPU_FEATURES": "+sse2"}) == "+sse2"
