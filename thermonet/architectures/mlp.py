@@ -9,6 +9,7 @@ arXiv:1904.04154 (2019), Secs. 3.1 and 4.1.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -17,10 +18,17 @@ import numpy as np
 from thermonet._types import FloatArray, IntArray
 from thermonet.api import Architecture, Potential, as_theta
 from thermonet.errors import ConfigError, DataError
+from thermonet.kernels import blas
 from thermonet.kernels import mlp as k
 from thermonet.kernels import threads as kt
 
 OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
+
+# With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
+# thermonet's own parallelism (docs/performance.md). MKL runs in its sequential layer
+# (thermonet/kernels/blas.py), so no cap is needed, and skipping it saves ~20 us per call.
+_blas_cap = kt.blas_single if blas.BACKEND == "numpy" else contextlib.nullcontext
+_PAR_BLAS_THREADS = 1 if blas.BACKEND == "numpy" else None
 
 #: rows per block of the energy/gradient kernels (part of the numerical recipe: results do not
 #: depend on the number of threads, but they do on the block size)
@@ -97,7 +105,7 @@ class MLPPotential(Potential):
     def energy(self, theta: FloatArray) -> float:
         """``E(D|w)`` in nats (float64). NaN or inf if the forward pass overflowed."""
         th = self._theta(theta)
-        with kt.blas_single():
+        with _blas_cap():
             return float(k.loss(th, self._widths, self._out, self.x, self.y, self.block,
                                 self._work))
 
@@ -108,11 +116,11 @@ class MLPPotential(Potential):
         if grad_out is None:
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
-            with kt.limit(self.threads):
+            with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
                 e = k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
                                              self.block, self._work_b, self._partial_b, grad_out)
         else:
-            with kt.blas_single():
+            with _blas_cap():
                 e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,
                                     self._work, self._partial, grad_out)
         return float(e), grad_out
@@ -121,7 +129,7 @@ class MLPPotential(Potential):
         """Energies of the rows of ``theta_kp``, shape ``(K,)``."""
         th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
         e_k = np.empty(th.shape[0])
-        with kt.blas_single():
+        with _blas_cap():
             k.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work,
                          e_k)
         return e_k
@@ -138,11 +146,11 @@ class MLPPotential(Potential):
         if self.threads > 1 and n_k > 1:
             work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
             partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
-            with kt.limit(self.threads):
+            with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
                 k.loss_and_grad_batch_parallel(th, self._widths, self._out, self.x, self.y,
                                                self.block, work_k, partial_k, grad_kp, e_k)
         else:
-            with kt.blas_single():
+            with _blas_cap():
                 k.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
                                       self._work, self._partial, grad_kp, e_k)
         return e_k, grad_kp
@@ -159,7 +167,7 @@ class MLPPotential(Potential):
         """
         from thermonet.kernels import leapfrog as lf
 
-        with kt.blas_single():
+        with _blas_cap():
             return self._trajectory(lf, theta, p, grad, inv_mass, step, n_steps, wall,
                                     half_width, runaway, precision)
 
@@ -194,7 +202,7 @@ class MLPPotential(Potential):
         xx = self.x if x is None else np.ascontiguousarray(x, dtype=self.dtype)
         out = np.empty((xx.shape[0], int(self._widths[-1])), dtype=self.dtype)
         th = self._theta(theta)
-        with kt.blas_single():
+        with _blas_cap():
             k.predict_logits(th, self._widths, self._out, xx, self.block, self._work, out)
         return out.astype(np.float64)
 

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 
 from thermonet._types import FloatArray
 from thermonet.errors import ConfigError
 from thermonet.kernels import mlp as k
 from thermonet.kernels import threads as kt
-from thermonet.kernels._jit import kernel
+from thermonet.kernels._jit import kernel, prange
 
 #: Hessian columns per kernel call when the dense Hessian is assembled
 DEFAULT_COLUMN_BLOCK = 128
@@ -312,7 +311,7 @@ def _rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
         ga = np.empty(max(rows * hidden_total, 1))
         ds = np.empty((rows, widths[n_layers]))
         _base_pass(theta, widths, out_act, xb, y[r0:r1], acts, gz, ga, ds)
-        for kk in numba.prange(n_dir):
+        for kk in prange(n_dir):
             ra = np.empty(rows * total)
             rgz = np.empty(rows * widest)
             rgz2 = np.empty(rows * widest)

@@ -31,9 +31,10 @@ allocated inside a sampling loop. (The only allocation per block is a float64 ar
 
 Speed (docs/performance.md)
 ---------------------------
-The matrix products go to BLAS through ``np.dot`` (Numba calls SciPy's OpenBLAS), in layouts
-OpenBLAS handles well (the small weight matrices above the first layer are transposed into
-scratch for the forward products). Everything else is written so that LLVM vectorises it:
+The matrix products go through :func:`thermonet.kernels.blas.gemm`: Intel MKL when it is
+installed, else ``np.dot`` (SciPy's OpenBLAS), in layouts each handles well (with OpenBLAS the
+small weight matrices above the first layer are transposed into scratch for the forward
+products). Everything else is written so that LLVM vectorises it:
 the logistic units use :func:`_exp` (float64) / :func:`_exp32` (float32 kernels) instead of the
 scalar libm ``math.exp`` (no SVML here), and the softmax takes its exponentials in one flat
 loop. Parallel kernels leave BLAS single-threaded per Numba thread
@@ -46,11 +47,20 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from thermonet.kernels._jit import kernel
+from thermonet.kernels.blas import BACKEND as _BLAS_BACKEND
+from thermonet.kernels.blas import gemm
 
 LINEAR = 0
 LOGISTIC = 1
+
+#: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL)
+_TRANSPOSE_SMALL = _BLAS_BACKEND == "numpy"
 
 
 @kernel
@@ -116,7 +126,9 @@ def n_blocks(n_data, block):
 # ``math.exp`` is a scalar libm call that LLVM cannot vectorise (and this llvmlite has no SVML),
 # which made the logistic units ~30-40% of the kernel. ``_exp`` is branch-free arithmetic that
 # LLVM vectorises inside the element loops: Cody-Waite range reduction x = n ln2 + r with
-# |r| <= ln2/2, the degree-13 Taylor polynomial of exp(r) (truncation < 2e-18 relative), and
+# |r| <= ln2/2, the degree-13 Taylor polynomial of exp(r) (truncation < 2e-18 relative) in
+# Horner form with fused multiply-adds (``llvm.fma``: one rounding per step, 13 vector FMAs
+# instead of 13 multiplies and 13 adds; measured 32% cheaper logistic layers), and
 # the scale 2^n built from exponent bits in two halves, so that results in the subnormal range
 # (x < -708.4) round once and x just below log(DBL_MAX) = 709.78 does not overflow early.
 # Measured error: <= 1.05 ulp from the correctly rounded exp (tests/test_kernel_numerics.py).
@@ -145,15 +157,42 @@ _C12 = 1.0 / 479001600
 _C13 = 1.0 / 6227020800
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """``a * b + c`` with one rounding (LLVM's ``llvm.fma``; vectorises to vfmadd)."""
+    if not (isinstance(a, types.Float) and a == b == c):
+        return None
+    sig = a(a, b, c)
+
+    def codegen(context, builder, signature, args):
+        t = args[0].type
+        name = "llvm.fma.f32" if a == types.float32 else "llvm.fma.f64"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
 @kernel
 def _exp(x):
     """``exp(x)`` for a float64 ``x``, in vectorisable arithmetic (see the note above)."""
     xc = x if x < _EXP_XMAX else _EXP_XMAX
     xc = xc if xc > _EXP_XMIN else _EXP_XMIN          # NaN -> _EXP_XMIN here, restored below
     n = np.floor(xc * _LOG2E + 0.5)
-    r = (xc - n * _LN2_HI) - n * _LN2_LO
-    p = 1.0 + r * (1.0 + r * (_C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * (_C6 + r * (
-        _C7 + r * (_C8 + r * (_C9 + r * (_C10 + r * (_C11 + r * (_C12 + r * _C13))))))))))))
+    r = _fma(-n, _LN2_LO, _fma(-n, _LN2_HI, xc))
+    p = _fma(r, _C13, _C12)
+    p = _fma(r, p, _C11)
+    p = _fma(r, p, _C10)
+    p = _fma(r, p, _C9)
+    p = _fma(r, p, _C8)
+    p = _fma(r, p, _C7)
+    p = _fma(r, p, _C6)
+    p = _fma(r, p, _C5)
+    p = _fma(r, p, _C4)
+    p = _fma(r, p, _C3)
+    p = _fma(r, p, _C2)
+    p = _fma(r, p, 1.0)
+    p = _fma(r, p, 1.0)
     n1 = np.floor(n * 0.5)
     s1 = np.int64((np.int64(n1) + 1023) << 52).view(np.float64)        # 2^n1
     s2 = np.int64((np.int64(n - n1) + 1023) << 52).view(np.float64)    # 2^(n - n1)
@@ -186,9 +225,13 @@ def _exp32(x):
     xc = x if x < _EXP_XMAX_F else _EXP_XMAX_F
     xc = xc if xc > _EXP_XMIN_F else _EXP_XMIN_F
     n = np.floor(xc * _LOG2E_F + _HALF_F)
-    r = (xc - n * _LN2_HI_F) - n * _LN2_LO_F
-    p = (((((_P0_F * r + _P1_F) * r + _P2_F) * r + _P3_F) * r + _P4_F) * r + _P5_F) * (r * r) \
-        + r + _ONE_F
+    r = _fma(-n, _LN2_LO_F, _fma(-n, _LN2_HI_F, xc))
+    p = _fma(_P0_F, r, _P1_F)
+    p = _fma(p, r, _P2_F)
+    p = _fma(p, r, _P3_F)
+    p = _fma(p, r, _P4_F)
+    p = _fma(p, r, _P5_F)
+    p = _fma(p, r * r, r) + _ONE_F
     n1 = np.floor(n * _HALF_F)
     s1 = np.int32((np.int32(n1) + 127) << 23).view(np.float32)          # 2^n1
     s2 = np.int32((np.int32(n - n1) + 127) << 23).view(np.float32)      # 2^(n - n1)
@@ -239,8 +282,8 @@ def _forward(theta, widths, out_act, xb, work):
         b = theta[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
         z = work[a_off:a_off + rows * n_out].reshape((rows, n_out))
         if layer == 0:
-            np.dot(xb, w.T, z)
-        else:
+            gemm(False, True, xb, w, z)
+        elif _TRANSPOSE_SMALL:
             # OpenBLAS is ~25% slower on (rows x k) (k x m)^T than on a plain product for
             # these small k, m: transpose the (small) weight matrix into scratch first.
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
@@ -248,7 +291,10 @@ def _forward(theta, widths, out_act, xb, work):
             for o in range(n_out):
                 for i in range(n_in):
                     wt[i, o] = w[o, i]
-            np.dot(a_prev, wt, z)
+            gemm(False, False, a_prev, wt, z)
+        else:
+            a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
+            gemm(False, True, a_prev, w, z)
         if layer < n_layers - 1 or out_act == LOGISTIC:
             _sigmoid_inplace(z, b)
         else:
@@ -350,8 +396,15 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
                 a = logits[r, c]
                 delta[r, c] *= a * (1.0 - a)
     # Backward, from the output layer down. ``cur`` and ``nxt`` alternate between the two
-    # delta buffers at the end of ``work``.
+    # delta buffers at the end of ``work``. Each layer's bias gradient (the column sums of its
+    # delta, rows in ascending order) is accumulated in the same pass that forms that delta.
     p_end = theta.shape[0]
+    gb = grad[p_end - n_cls:p_end]
+    for c in range(n_cls):
+        gb[c] = 0.0
+    for r in range(rows):
+        for c in range(n_cls):
+            gb[c] += delta[r, c]
     a_off = out_off
     cur = d_off
     nxt = d_off + rows * widest
@@ -362,27 +415,23 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
         dz = work[cur:cur + rows * n_out].reshape((rows, n_out))
         gw = grad[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
         if layer == 0:
-            np.dot(dz.T, xb, gw)
+            gemm(True, False, dz, xb, gw)
         else:
             prev_off = a_off - rows * n_in
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            np.dot(dz.T, a_prev, gw)
-        gb = grad[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
-        for c in range(n_out):
-            gb[c] = 0.0
-        for r in range(rows):
-            for c in range(n_out):
-                gb[c] += dz[r, c]
-        if layer > 0:
+            gemm(True, False, dz, a_prev, gw)
             w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
-            prev_off = a_off - rows * n_in
-            a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             da = work[nxt:nxt + rows * n_in].reshape((rows, n_in))
-            np.dot(dz, w, da)
+            gemm(False, False, dz, w, da)
+            gb = grad[p_off - n_in:p_off]          # the bias gradient of the layer below
+            for c in range(n_in):
+                gb[c] = 0.0
             for r in range(rows):
                 for c in range(n_in):
                     a = a_prev[r, c]
-                    da[r, c] *= a * (1.0 - a)
+                    v = da[r, c] * (a * (1.0 - a))
+                    da[r, c] = v
+                    gb[c] += v
             cur, nxt = nxt, cur
             a_off = prev_off
         p_end = p_off
