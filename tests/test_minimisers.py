@@ -488,9 +488,12 @@ def test_fire_m3_d500_reaches_zero_energy_in_a_few_hundred_steps(d500):
 def test_rmin_m3_d500_reaches_zero_energy(d500):
     """The paper's claim for M3 on D500 (Alg. 3 reaches E = 0): from the standard draw it
     takes ~1.1e4-1.4e4 steps here, far more than the paper's "few hundred" (see
-    docs/minimisers.md), so the budget is 30,000."""
+    docs/minimisers.md), so the budget is 30,000. The gradient tolerance is 1e-5: at the default
+    1e-4 the end point's energy, ~1e-4-1e-3 here, depends on the round-off of an 11,000-step
+    trajectory (1.1e-3 with MKL's products, below 1e-3 with OpenBLAS's); eight more steps take it
+    to ~3e-5."""
     arch = M3()
-    res = RMin(max_steps=30_000).minimise(arch.potential(d500), _draw(arch, 0))
+    res = RMin(max_steps=30_000, grad_tol=1e-5).minimise(arch.potential(d500), _draw(arch, 0))
     assert res.converged and res.energy < 1e-3
 
 
