@@ -33,6 +33,10 @@ measured in the same run, and percentages of the float64 GEMM peak measured in t
   83,040 FLOP per data point if it is included (the count quoted in the issue: 41.5 MFLOP at
   N = 500). "% peak" is given on both counts, labelled.
 
+* BLAS: thermonet's kernels call Intel MKL when it is installed (``pip install thermonet[mkl]``),
+  else NumPy's ``np.dot`` (OpenBLAS). The ``tn-openblas`` rows are the same kernels forced onto
+  ``np.dot`` with ``THERMONET_BLAS=numpy``, measured in the same run.
+
 PyTorch and JAX are optional (measured when importable); they are not thermonet dependencies.
 """
 
@@ -162,6 +166,8 @@ def setup_gemm(args):
 def setup_thermonet(args):
     import numpy as np
 
+    import thermonet.kernels  # noqa: F401  (before Numba: it chooses the vector width)
+
     keep = limit_blas(args.blas_threads if args.blas_threads else args.threads)
     import numba
 
@@ -180,6 +186,10 @@ def setup_thermonet(args):
         pot.energy_and_grad(th, g)
         info["first_call_s"][str(n)] = time.perf_counter() - t0
         fns[str(n)] = (lambda pot=pot, th=th, g=g: pot.energy_and_grad(th, g))
+    from thermonet.kernels import blas
+
+    info["blas"] = blas.info()
+    info["numba_cpu_features_512"] = "-prefer-256-bit" in os.environ.get("NUMBA_CPU_FEATURES", "")
     try:
         info["threading_layer"] = numba.threading_layer()
     except ValueError:
@@ -535,6 +545,9 @@ def main(argv=None) -> int:
     for dt in ("float64", "float32"):
         for t in thread_counts:
             specs.append((("thermonet", dt, t), "thermonet", t, ["--dtype", dt] + blk, {}))
+    for t in thread_counts:      # the same kernels with NumPy's BLAS (np.dot -> OpenBLAS)
+        specs.append((("tn-openblas", "float64", t), "thermonet", t, ["--dtype", "float64"] + blk,
+                      {"THERMONET_BLAS": "numpy"}))
     for t in thread_counts:
         if has["torch"]:
             specs.append((("pytorch", "float64", t), "torch", t, [],
@@ -622,8 +635,8 @@ def main(argv=None) -> int:
            f"{'other':>5}")
     print(hdr)
     print("-" * len(hdr))
-    order_rows = [("thermonet", "float64"), ("thermonet", "float32"), ("pytorch", "float64"),
-                  ("jax", "float64")]
+    order_rows = [("thermonet", "float64"), ("thermonet", "float32"), ("tn-openblas", "float64"),
+                  ("pytorch", "float64"), ("jax", "float64")]
     summary = {}
     busiest = 0.0
     for n in args.sizes:
@@ -691,7 +704,8 @@ def main(argv=None) -> int:
     tinfo = workers.get(("thermonet", "float64", 2))
     if tinfo is not None:
         print(f"  (thermonet 2-thread Numba threading layer: "
-              f"{tinfo.info.get('threading_layer')})")
+              f"{tinfo.info.get('threading_layer')}; BLAS {tinfo.info.get('blas')}; "
+              f"512-bit vectors: {tinfo.info.get('numba_cpu_features_512')})")
 
     if compile_info and compile_info["cold"] and compile_info["warm"]:
         c, w = compile_info["cold"], compile_info["warm"]
