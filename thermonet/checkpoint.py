@@ -119,8 +119,9 @@ class Checkpoint:
         JSON-serialisable cumulative counters (elapsed seconds, ...).
     thermonet_version : str
     blas_backend : str
-        The kernels' BLAS backend (:mod:`thermonet.kernels.blas`) when the checkpoint was
-        written ("" for checkpoints from before it was recorded).
+        As read: the kernels' BLAS backend (:mod:`thermonet.kernels.blas`) of the process
+        that wrote the checkpoint ("" for checkpoints from before it was recorded). Writing
+        always records the writing process's backend.
     """
 
     iteration: int
@@ -152,7 +153,7 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
         fh.attrs["format"] = CHECKPOINT_FORMAT
         fh.attrs["format_version"] = FORMAT_VERSION
         fh.attrs["thermonet_version"] = __version__
-        fh.attrs["blas_backend"] = ck.blas_backend or _blas_backend()
+        fh.attrs["blas_backend"] = _blas_backend()
         fh.attrs["run_uuid"] = ck.run_uuid
         fh.attrs["iteration"] = np.int64(ck.iteration)
         fh.attrs["config_toml"] = ck.config_toml

@@ -8,7 +8,7 @@ project's machine, docs/performance.md), and the products are most of a gradient
   thermonet[mkl]``, i.e. the ``mkl`` wheel from PyPI), else ``np.dot``.
 * ``THERMONET_BLAS=mkl``: use MKL; importing the kernels fails with a one-line message if it
   cannot be loaded.
-* ``THERMONET_BLAS=numpy``: always ``np.dot`` (SciPy's OpenBLAS under Numba).
+* ``THERMONET_BLAS=numpy`` (or ``openblas``): always ``np.dot`` (SciPy's OpenBLAS under Numba).
 
 MKL is used in its *sequential* threading layer (every call on the calling thread: the parallel
 kernels split the data blocks over Numba's threads themselves) and in strict conditional
@@ -119,7 +119,7 @@ BACKEND, LIBRARY, REASON = _select()
 
 
 def info() -> dict[str, str]:
-    """The backend in use, for provenance records and ``thermonet info``."""
+    """The backend in use, its library and why MKL is not used (benchmarks print this)."""
     out = {"blas_backend": BACKEND}
     if LIBRARY:
         out["blas_library"] = LIBRARY

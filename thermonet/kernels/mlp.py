@@ -283,18 +283,18 @@ def _forward(theta, widths, out_act, xb, work):
         z = work[a_off:a_off + rows * n_out].reshape((rows, n_out))
         if layer == 0:
             gemm(False, True, xb, w, z)
-        elif _TRANSPOSE_SMALL:
-            # OpenBLAS is ~25% slower on (rows x k) (k x m)^T than on a plain product for
-            # these small k, m: transpose the (small) weight matrix into scratch first.
-            a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-            for o in range(n_out):
-                for i in range(n_in):
-                    wt[i, o] = w[o, i]
-            gemm(False, False, a_prev, wt, z)
         else:
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            gemm(False, True, a_prev, w, z)
+            if _TRANSPOSE_SMALL:
+                # OpenBLAS is ~25% slower on (rows x k) (k x m)^T than on a plain product for
+                # these small k, m: transpose the (small) weight matrix into scratch first.
+                wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
+                for o in range(n_out):
+                    for i in range(n_in):
+                        wt[i, o] = w[o, i]
+                gemm(False, False, a_prev, wt, z)
+            else:
+                gemm(False, True, a_prev, w, z)
         if layer < n_layers - 1 or out_act == LOGISTIC:
             _sigmoid_inplace(z, b)
         else:
