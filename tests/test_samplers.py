@@ -355,10 +355,12 @@ def test_even_odd_sweep_attempts_disjoint_pairs():
     assert len(seen) == 2
 
 
-def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng):
+@pytest.mark.parametrize("masses", ["ones", "per-layer", "per-parameter"])
+def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng, masses):
     """The MLP's compiled trajectory and the generic Python one (same leapfrog arithmetic,
     gradients from energy_and_grad) agree bit for bit: the compiled kernel calls the current
-    gradient kernel, not a stale cached one."""
+    gradient kernel, not a stale cached one. Per-layer masses take the compiled kernel's
+    constant-run path, per-parameter masses (more than ``lf.MAX_RUNS`` runs) its array path."""
     from thermonet.api import Potential
 
     arch = M3()
@@ -367,7 +369,11 @@ def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng):
     _, g0 = pot.energy_and_grad(theta0)
     p0 = rng.normal(size=arch.n_params)
     half = BoxPrior.for_architecture(arch).half_width
-    inv_m = np.ones(arch.n_params)
+    inv_m = {"ones": np.ones(arch.n_params),
+             "per-layer": 1.0 / np.sqrt(arch.fan_in()) * 7.0,
+             "per-parameter": rng.uniform(0.5, 2.0, arch.n_params)}[masses]
+    n_runs = lf.runs(inv_m, half, lf.MAX_RUNS)[0].shape[0] - 1
+    assert (n_runs > 0) == (masses != "per-parameter")
     for wall in (lf.WALL_NONE, lf.WALL_REFLECT):
         a = [theta0.copy(), p0.copy(), g0.copy()]
         b = [theta0.copy(), p0.copy(), g0.copy()]
@@ -376,3 +382,48 @@ def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng):
         assert ra == rb
         for x, y in zip(a, b, strict=True):
             assert np.array_equal(x, y)
+
+
+def test_runs_split_masses_and_widths_into_constant_pieces(rng):
+    """``runs`` finds the maximal constant runs of (inv_mass, half_width), and gives up (empty
+    arrays) beyond ``max_runs``."""
+    im = np.repeat([1.0, 2.0, 2.0, 3.0], [5, 3, 4, 2])
+    hw = np.repeat([5.0, 5.0, 6.0, 6.0], [5, 3, 4, 2])
+    bounds, im_r, hw_r = lf.runs(im, hw, 64)
+    assert bounds.tolist() == [0, 5, 8, 12, 14]
+    assert im_r.tolist() == [1.0, 2.0, 2.0, 3.0] and hw_r.tolist() == [5.0, 5.0, 6.0, 6.0]
+    assert lf.runs(im, hw, 3)[0].shape == (0,)
+    assert lf.runs(np.ones(7), np.ones(7), 1)[0].tolist() == [0, 7]
+
+
+def test_kick_drift_on_runs_is_bitwise_the_array_pass(rng):
+    """The constant-run pass does exactly the arithmetic of ``kick_drift_check``, including the
+    runaway flag (checked on a case where it fires and one where it does not)."""
+    n = 1000
+    im = np.repeat([0.5, 2.0, 1.3], [600, 300, 100])
+    hw = np.repeat([3.0, 0.7, 0.7], [600, 300, 100])
+    bounds, im_r, hw_r = lf.runs(im, hw, 64)
+    for runaway in (0.9, 50.0):
+        theta = rng.uniform(-2.0, 2.0, n)
+        p, g = rng.normal(size=n), rng.normal(size=n)
+        a = [theta.copy(), p.copy()]
+        b = [theta.copy(), p.copy()]
+        fa = lf.kick_drift_check(a[0], a[1], g, im, 0.037, hw, runaway)
+        fb = lf.kick_drift_check_runs(b[0], b[1], g, 0.037, bounds, im_r, hw_r, runaway)
+        assert fa == fb == (runaway == 0.9)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_compiled_momentum_draw_is_numpys_stream():
+    """``draw_momenta`` gives the normals of ``rng.standard_normal(n)`` scaled, the kinetic
+    energy of ``kinetic``, and leaves the generator where NumPy leaves it."""
+    scale = np.random.default_rng(3).uniform(0.1, 3.0, 5000)
+    inv_m = 1.0 / scale**2
+    for seed in (0, 1, 2):
+        ra, rb = np.random.default_rng(seed), np.random.default_rng(seed)
+        pa = ra.standard_normal(scale.shape[0]) * scale
+        pb = np.empty_like(pa)
+        kb = lf.draw_momenta(rb, scale, inv_m, pb)
+        assert np.array_equal(pa, pb)
+        assert kb == lf.kinetic(pa, inv_m)
+        assert ra.random() == rb.random()

@@ -77,6 +77,85 @@ def kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
     return bad
 
 
+#: most constant runs for which :func:`mlp_trajectory` uses per-run scalars (see :func:`runs`)
+MAX_RUNS = 64
+
+
+@kernel
+def runs(inv_mass, half_width, max_runs):
+    """Split the parameters into runs on which ``inv_mass`` and ``half_width`` are constant.
+
+    Masses and box widths are set per layer, so the built-in networks have a handful of runs.
+    Returns ``(bounds, inv_mass_r, half_width_r)``, run ``r`` covering
+    ``bounds[r]:bounds[r + 1]``, or empty arrays when there are more than ``max_runs`` runs.
+    """
+    n = inv_mass.shape[0]
+    count = 0
+    for i in range(n):
+        if i == 0 or inv_mass[i] != inv_mass[i - 1] or half_width[i] != half_width[i - 1]:
+            count += 1
+    if count > max_runs or n == 0:
+        return np.empty(0, np.int64), np.empty(0), np.empty(0)
+    bounds = np.empty(count + 1, np.int64)
+    im = np.empty(count)
+    hw = np.empty(count)
+    r = 0
+    for i in range(n):
+        if i == 0 or inv_mass[i] != inv_mass[i - 1] or half_width[i] != half_width[i - 1]:
+            bounds[r] = i
+            im[r] = inv_mass[i]
+            hw[r] = half_width[i]
+            r += 1
+    bounds[count] = n
+    return bounds, im, hw
+
+
+@kernel
+def _kick_drift_count(theta, p, grad, step, a, limit):
+    """One run of :func:`kick_drift_check` with scalar ``a = step * inv_mass`` and
+    ``limit = runaway * half_width``; returns how many coordinates are not inside the limit."""
+    n_bad = 0
+    for i in range(theta.shape[0]):
+        q = p[i] - step * grad[i]
+        p[i] = q
+        t = theta[i] + a * q
+        theta[i] = t
+        n_bad += not (abs(t) < limit)
+    return n_bad
+
+
+@kernel
+def kick_drift_check_runs(theta, p, grad, step, bounds, inv_mass_r, half_width_r, runaway):
+    """:func:`kick_drift_check` on constant runs (from :func:`runs`), bitwise identical to it.
+
+    With the mass and width scalars per run the pass streams three arrays instead of five and
+    vectorises without a reduction on a boolean (about 25% faster on M3).
+    """
+    n_bad = 0
+    for r in range(bounds.shape[0] - 1):
+        lo = bounds[r]
+        hi = bounds[r + 1]
+        n_bad += _kick_drift_count(theta[lo:hi], p[lo:hi], grad[lo:hi], step,
+                                   step * inv_mass_r[r], runaway * half_width_r[r])
+    return n_bad > 0
+
+
+@kernel
+def draw_momenta(rng, scale, inv_mass, p):
+    """``p_i = z_i * scale_i`` with ``z = rng.standard_normal(n)``; returns ``kinetic(p)``.
+
+    Numba's Generator methods use NumPy's algorithms on the same bit generator, so ``p`` and
+    the state ``rng`` is left in are exactly those of the NumPy expression (tested), at about a
+    third of the cost.
+    """
+    k = 0.0
+    for i in range(p.shape[0]):
+        v = rng.standard_normal() * scale[i]
+        p[i] = v
+        k += 0.5 * inv_mass[i] * v * v
+    return k
+
+
 @kernel
 def drift_reflect(theta, p, inv_mass, step, half_width):
     """Drift with reflection at the walls ``|theta_i| = half_width_i``; returns the number of
@@ -169,6 +248,8 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     """
     e = np.nan
     n_ref = 0
+    bounds, im_r, hw_r = runs(inv_mass, half_width, MAX_RUNS)
+    use_runs = bounds.shape[0] > 0
     # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full kick)
     # with a half kick at the end. Without walls the full kick and the next drift (with the
     # runaway test) are one fused pass over the parameters.
@@ -192,6 +273,9 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
         elif wall == WALL_REFLECT:
             kick(p, grad, step)
             n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+        elif use_runs:
+            if kick_drift_check_runs(theta, p, grad, step, bounds, im_r, hw_r, runaway):
+                return e, s + 2, RUNAWAY, n_ref
         elif kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
             return e, s + 2, RUNAWAY, n_ref
     return e, n_steps, OK, n_ref

@@ -166,11 +166,16 @@ class HMC(Sampler):
         already decided. Draws exactly ``n_params`` normals and one uniform from ``rng``.
         """
         n = state.theta.shape[0]
-        p = rng.standard_normal(n) * self._p_scale
+        if isinstance(rng, np.random.Generator):
+            # compiled: the same normals and generator state as the NumPy line below, ~3x faster
+            p = np.empty(n)
+            k0 = float(lf.draw_momenta(rng, self._p_scale, self.inv_mass, p))
+        else:
+            p = rng.standard_normal(n) * self._p_scale
+            k0 = float(lf.kinetic(p, self.inv_mass))
         log_u = math.log(rng.random())
         theta = state.theta.copy()
         grad = state.grad.copy()
-        k0 = float(lf.kinetic(p, self.inv_mass))
         e1, n_done, status, n_ref = self.potential.trajectory(
             theta, p, grad, self.inv_mass, state.step_size, self.config.n_leapfrog, self._wall,
             self.half_width, self.config.runaway, "float32" if self._mixed else "float64")
