@@ -200,6 +200,44 @@ def _exp(x):
     return y if x == x else x
 
 
+# The float64 logistic unit 1/(1 + exp(-v)) in one rational step. Writing exp(x) = 2^k N/D
+# with Cephes' Pade-type form on |r| <= ln2/2 (N = Q(r^2) + r P(r^2), D = Q(r^2) - r P(r^2), P of
+# degree 2 and Q of degree 3 in r^2; Moshier, Cephes exp.c, ~1 ulp) gives
+#     1/(1 + exp(-v)) = D/(D + 2^k N)    with x = -v = k ln2 + r,
+# one division per unit (the polynomial's own division merges with the logistic's), and 6 FMAs
+# instead of 13. Measured: 7.9 us per 256 x 40 layer against 11.5 us for 1/(1 + _exp(-v)),
+# within 3.4 ulp of the exact value (tests/test_kernel_numerics.py). Saturation: x is clamped
+# to [-40, 708]; for v > 40 the result rounds to 1, and for v <= -708 (exact value below
+# 3.3e-308) the unit returns 0, never a subnormal (subnormal operands slow the GEMMs down).
+# NaN in, NaN out.
+_LP0 = 1.26177193074810590878e-4
+_LP1 = 3.02994407707441961300e-2
+_LP2 = 9.99999999999999999910e-1
+_LQ0 = 3.00198505138664455042e-6
+_LQ1 = 2.52448340349684104192e-3
+_LQ2 = 2.27265548208155028766e-1
+_LQ3 = 2.00000000000000000009e0
+_LOGISTIC_VMIN = -708.0
+
+
+@kernel
+def _logistic(v):
+    """``1 / (1 + exp(-v))`` for a float64 ``v``, in vectorisable arithmetic (note above)."""
+    x = -v
+    x = x if x < -_LOGISTIC_VMIN else -_LOGISTIC_VMIN
+    x = x if x > -40.0 else -40.0                    # NaN -> -40 here, restored below
+    k = np.floor(x * _LOG2E + 0.5)
+    r = _fma(-k, _LN2_LO, _fma(-k, _LN2_HI, x))
+    rr = r * r
+    px = r * _fma(_fma(_LP0, rr, _LP1), rr, _LP2)
+    q = _fma(_fma(_fma(_LQ0, rr, _LQ1), rr, _LQ2), rr, _LQ3)
+    s = np.int64((np.int64(k) + 1023) << 52).view(np.float64)          # 2^k, k in [-58, 1021]
+    d = q - px
+    y = d / (d + s * (q + px))
+    y = y if v > _LOGISTIC_VMIN else 0.0
+    return y if v == v else v
+
+
 # float32 version, for the float32 (leapfrog-gradient) kernels: Cephes' expf polynomial
 # (degree 7 in r, |r| <= ln2/2) with the same reduction and two-step scaling, all in float32
 # arithmetic so that LLVM packs twice as many lanes. Measured error <= 1 float32 ulp.
@@ -251,8 +289,7 @@ def _sigmoid_inplace(z, bias):
     else:
         for r in range(rows):
             for c in range(cols):
-                v = np.float64(z[r, c] + bias[c])
-                z[r, c] = 1.0 / (1.0 + _exp(-v))
+                z[r, c] = _logistic(np.float64(z[r, c] + bias[c]))
 
 
 @kernel
@@ -328,50 +365,66 @@ def _softmax_exp(logits, t):
         t[i] = _exp(t[i])
 
 
-@kernel
-def _block_energy_and_delta(logits, yb, delta):
-    """Cross-entropy of one block; writes dE/dlogits (softmax - one-hot) to ``delta``.
+#: rows whose softmax normalisers are multiplied together before one ``log`` (see _block_ce)
+_LOG_CHUNK = 64
 
-    The sum is accumulated in float64 from float64 copies of the logits.
+
+@kernel
+def _block_ce(logits, yb, delta, want_delta):
+    """Cross-entropy of one block, accumulated in float64 from float64 copies of the logits;
+    with ``want_delta`` also writes dE/dlogits (softmax - one-hot) to ``delta``.
+
+    Per row, ``-log p(y) = m + log s - logit_y`` with ``m`` the row maximum and
+    ``s = sum_c exp(logit_c - m)`` in [1, n_cls]. The ``log s`` terms are taken as the log of
+    the product of up to 64 rows' ``s`` (at most ``n_cls**64``, far from overflow for fewer than
+    ~2^15 classes), so a 256-row block takes 4 scalar ``log`` calls instead of 256. The energy
+    and the energy-and-gradient kernels share this code, so they agree bit for bit.
     """
     rows, n_cls = logits.shape
     t = np.empty(rows * (n_cls + 1))
     _softmax_exp(logits, t)
+    chunk = _LOG_CHUNK if n_cls <= 32768 else 1
     e = 0.0
+    prod = 1.0
+    n_prod = 0
     for r in range(rows):
         m = t[rows * n_cls + r]
         if not math.isfinite(m):
             # +inf or NaN logits: a non-finite energy, rejected by the caller.
             e += np.nan if m != -np.inf else np.inf
-            for c in range(n_cls):
-                delta[r, c] = np.nan
+            if want_delta:
+                for c in range(n_cls):
+                    delta[r, c] = np.nan
             continue
         s = 0.0
         for c in range(n_cls):
             s += t[r * n_cls + c]
-        e += m + math.log(s) - np.float64(logits[r, yb[r]])
-        for c in range(n_cls):
-            delta[r, c] = t[r * n_cls + c] / s
-        delta[r, yb[r]] -= 1.0
+        e += m - np.float64(logits[r, yb[r]])
+        prod *= s
+        n_prod += 1
+        if n_prod == chunk:
+            e += math.log(prod)
+            prod = 1.0
+            n_prod = 0
+        if want_delta:
+            inv = 1.0 / s
+            for c in range(n_cls):
+                delta[r, c] = t[r * n_cls + c] * inv
+            delta[r, yb[r]] -= 1.0
+    if n_prod > 0:
+        e += math.log(prod)
     return e
 
 
 @kernel
+def _block_energy_and_delta(logits, yb, delta):
+    """Cross-entropy of one block; writes dE/dlogits (softmax - one-hot) to ``delta``."""
+    return _block_ce(logits, yb, delta, True)
+
+
+@kernel
 def _block_energy(logits, yb):
-    rows, n_cls = logits.shape
-    t = np.empty(rows * (n_cls + 1))
-    _softmax_exp(logits, t)
-    e = 0.0
-    for r in range(rows):
-        m = t[rows * n_cls + r]
-        if not math.isfinite(m):
-            e += np.nan if m != -np.inf else np.inf
-            continue
-        s = 0.0
-        for c in range(n_cls):
-            s += t[r * n_cls + c]
-        e += m + math.log(s) - np.float64(logits[r, yb[r]])
-    return e
+    return _block_ce(logits, yb, logits, False)
 
 
 @kernel
