@@ -31,8 +31,11 @@ _blas_cap = kt.blas_single if blas.BACKEND == "numpy" else contextlib.nullcontex
 _PAR_BLAS_THREADS = 1 if blas.BACKEND == "numpy" else None
 
 #: rows per block of the energy/gradient kernels (part of the numerical recipe: results do not
-#: depend on the number of threads, but they do on the block size)
-DEFAULT_BLOCK = 256
+#: depend on the number of threads, but they do on the block size, in the last bits). 128 rows
+#: keep a block's activations, deltas and its share of the data in L2: with the MKL kernels it
+#: measured 7-9% faster than 256 on 1 thread at N = 500 and 5000, and level on 2 threads
+#: (docs/performance.md). Before 0.1.0's MKL kernels the default was 256.
+DEFAULT_BLOCK = 128
 
 
 class MLPPotential(Potential):

@@ -377,7 +377,7 @@ def _block_ce(logits, yb, delta, want_delta):
     Per row, ``-log p(y) = m + log s - logit_y`` with ``m`` the row maximum and
     ``s = sum_c exp(logit_c - m)`` in [1, n_cls]. The ``log s`` terms are taken as the log of
     the product of up to 64 rows' ``s`` (at most ``n_cls**64``, far from overflow for fewer than
-    ~2^15 classes), so a 256-row block takes 4 scalar ``log`` calls instead of 256. The energy
+    ~2^15 classes), so a 128-row block takes 2 scalar ``log`` calls instead of 128. The energy
     and the energy-and-gradient kernels share this code, so they agree bit for bit.
     """
     rows, n_cls = logits.shape
