@@ -34,7 +34,7 @@ _PAR_BLAS_THREADS = 1 if blas.BACKEND == "numpy" else None
 #: depend on the number of threads, but they do on the block size, in the last bits). 128 rows
 #: keep a block's activations, deltas and its share of the data in L2: with the MKL kernels it
 #: measured 7-9% faster than 256 on 1 thread at N = 500 and 5000, and level on 2 threads
-#: (docs/performance.md). Before 0.1.0's MKL kernels the default was 256.
+#: (docs/performance.md). It was 256 until the MKL kernels landed.
 DEFAULT_BLOCK = 128
 
 

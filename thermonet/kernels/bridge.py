@@ -48,7 +48,6 @@ def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_wi
     e = np.nan
     n_ref = 0
     bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-    use_runs = bounds.shape[0] > 0
     lf.kick(p, grad, 0.5 * step)
     if wall == lf.WALL_REFLECT:
         n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
@@ -65,10 +64,8 @@ def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_wi
         elif wall == lf.WALL_REFLECT:
             lf.kick(p, grad, step)
             n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-        elif use_runs:
-            if lf.kick_drift_check_runs(theta, p, grad, step, bounds, im_r, hw_r, runaway):
-                return j, e, s + 2, lf.RUNAWAY, n_ref
-        elif lf.kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
+        elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
+                                   bounds, im_r, hw_r):
             return j, e, s + 2, lf.RUNAWAY, n_ref
     return j, e, n_steps, lf.OK, n_ref
 

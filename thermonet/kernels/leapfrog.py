@@ -141,6 +141,15 @@ def kick_drift_check_runs(theta, p, grad, step, bounds, inv_mass_r, half_width_r
 
 
 @kernel
+def kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway, bounds, im_r, hw_r):
+    """A full kick, a drift and the runaway test: on constant runs when :func:`runs` found them
+    (``bounds`` not empty), else on the arrays. Both give the same bits."""
+    if bounds.shape[0] > 0:
+        return kick_drift_check_runs(theta, p, grad, step, bounds, im_r, hw_r, runaway)
+    return kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway)
+
+
+@kernel
 def draw_momenta(rng, scale, inv_mass, p):
     """``p_i = z_i * scale_i`` with ``z = rng.standard_normal(n)``; returns ``kinetic(p)``.
 
@@ -249,7 +258,6 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     e = np.nan
     n_ref = 0
     bounds, im_r, hw_r = runs(inv_mass, half_width, MAX_RUNS)
-    use_runs = bounds.shape[0] > 0
     # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full kick)
     # with a half kick at the end. Without walls the full kick and the next drift (with the
     # runaway test) are one fused pass over the parameters.
@@ -273,9 +281,7 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
         elif wall == WALL_REFLECT:
             kick(p, grad, step)
             n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-        elif use_runs:
-            if kick_drift_check_runs(theta, p, grad, step, bounds, im_r, hw_r, runaway):
-                return e, s + 2, RUNAWAY, n_ref
-        elif kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway):
+        elif kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
+                                bounds, im_r, hw_r):
             return e, s + 2, RUNAWAY, n_ref
     return e, n_steps, OK, n_ref
