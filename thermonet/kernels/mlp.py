@@ -35,9 +35,9 @@ The matrix products go through :func:`thermonet.kernels.blas.gemm`: Intel MKL wh
 installed, else ``np.dot`` (SciPy's OpenBLAS), in layouts each handles well (with OpenBLAS the
 small weight matrices above the first layer are transposed into scratch for the forward
 products). Everything else is written so that LLVM vectorises it:
-the logistic units use :func:`_exp` (float64) / :func:`_exp32` (float32 kernels) instead of the
-scalar libm ``math.exp`` (no SVML here), and the softmax takes its exponentials in one flat
-loop. Parallel kernels leave BLAS single-threaded per Numba thread
+the logistic units are one rational step each, :func:`_logistic` (float64) and
+:func:`_logistic32` (float32 kernels), instead of the scalar libm ``math.exp`` (no SVML here),
+and the softmax takes its exponentials in one flat loop. Parallel kernels leave BLAS single-threaded per Numba thread
 (:func:`thermonet.kernels.threads.limit`).
 """
 
@@ -238,43 +238,46 @@ def _logistic(v):
     return y if v == v else v
 
 
-# float32 version, for the float32 (leapfrog-gradient) kernels: Cephes' expf polynomial
-# (degree 7 in r, |r| <= ln2/2) with the same reduction and two-step scaling, all in float32
-# arithmetic so that LLVM packs twice as many lanes. Measured error <= 1 float32 ulp.
+# float32 reduction constants (Cephes' expf): x = k ln2 + r with |r| <= ln2/2, in float32
+# arithmetic so that LLVM packs twice as many lanes as in float64.
 _F32 = np.float32
 _LOG2E_F = _F32(1.4426950408889634)
-_LN2_HI_F = _F32(0.693359375)             # n * _LN2_HI_F is exact for |n| < 2^15
+_LN2_HI_F = _F32(0.693359375)             # k * _LN2_HI_F is exact for |k| < 2^15
 _LN2_LO_F = _F32(-2.12194440e-4)
-_EXP_XMAX_F = _F32(89.0)                  # expf(89) = inf
-_EXP_XMIN_F = _F32(-104.0)                # expf(-104) rounds to 0
-_ONE_F = _F32(1.0)
 _HALF_F = _F32(0.5)
-_P0_F = _F32(1.9875691500e-4)
-_P1_F = _F32(1.3981999507e-3)
-_P2_F = _F32(8.3334519073e-3)
-_P3_F = _F32(4.1665795894e-2)
-_P4_F = _F32(1.6666665459e-1)
-_P5_F = _F32(5.0000001201e-1)
+
+
+# The float32 logistic unit in the same rational form as the float64 one, with the [3/3] Pade
+# approximant of exp on |r| <= ln2/2, exp(r) ~ (120 + 12 r^2 + r (60 + r^2))/(120 + 12 r^2 -
+# r (60 + r^2)) (truncation error below 1e-8, under float32's 6e-8 rounding), so
+#     1/(1 + exp(-v)) = D/(D + 2^k N)    with x = -v = k ln2 + r,
+# one division and 3 FMAs per unit (the float32 exp polynomial it replaces, Cephes' expf with a
+# division after it, took 7 FMAs).
+# Range: x is clamped to [-20, 88]; for v > 20 the result rounds to 1. For x above about 84,
+# 2^k N overflows to inf and the unit returns 0 (the exact value, below 3e-37, is still a
+# normal float32 there, so the unit never produces a subnormal). NaN in, NaN out.
+_LOGISTIC_XMAX_F = _F32(88.0)             # k <= 127: 2^k is a normal float32
+_LOGISTIC_XMIN_F = _F32(-20.0)            # exp(-20) = 2.1e-9 < float32 eps/2
+_PADE_A_F = _F32(120.0)
+_PADE_B_F = _F32(12.0)
+_PADE_C_F = _F32(60.0)
 
 
 @kernel
-def _exp32(x):
-    """``exp(x)`` for a float32 ``x``, in vectorisable float32 arithmetic."""
-    xc = x if x < _EXP_XMAX_F else _EXP_XMAX_F
-    xc = xc if xc > _EXP_XMIN_F else _EXP_XMIN_F
-    n = np.floor(xc * _LOG2E_F + _HALF_F)
-    r = _fma(-n, _LN2_LO_F, _fma(-n, _LN2_HI_F, xc))
-    p = _fma(_P0_F, r, _P1_F)
-    p = _fma(p, r, _P2_F)
-    p = _fma(p, r, _P3_F)
-    p = _fma(p, r, _P4_F)
-    p = _fma(p, r, _P5_F)
-    p = _fma(p, r * r, r) + _ONE_F
-    n1 = np.floor(n * _HALF_F)
-    s1 = np.int32((np.int32(n1) + 127) << 23).view(np.float32)          # 2^n1
-    s2 = np.int32((np.int32(n - n1) + 127) << 23).view(np.float32)      # 2^(n - n1)
-    y = p * s1 * s2
-    return y if x == x else x
+def _logistic32(v):
+    """``1 / (1 + exp(-v))`` for a float32 ``v``, in vectorisable float32 arithmetic."""
+    x = -v
+    x = x if x < _LOGISTIC_XMAX_F else _LOGISTIC_XMAX_F
+    x = x if x > _LOGISTIC_XMIN_F else _LOGISTIC_XMIN_F   # NaN -> -20 here, restored below
+    k = np.floor(x * _LOG2E_F + _HALF_F)
+    r = _fma(-k, _LN2_LO_F, _fma(-k, _LN2_HI_F, x))
+    rr = r * r
+    q = _fma(_PADE_B_F, rr, _PADE_A_F)
+    p = r * (rr + _PADE_C_F)
+    s = np.int32((np.int32(k) + 127) << 23).view(np.float32)            # 2^k, k in [-29, 127]
+    d = q - p
+    y = d / (d + s * (q + p))
+    return y if v == v else v
 
 
 @kernel
@@ -285,7 +288,7 @@ def _sigmoid_inplace(z, bias):
         for r in range(rows):
             for c in range(cols):
                 v = _F32(z[r, c] + bias[c])
-                z[r, c] = _ONE_F / (_ONE_F + _exp32(-v))
+                z[r, c] = _logistic32(v)
     else:
         for r in range(rows):
             for c in range(cols):
