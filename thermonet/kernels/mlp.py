@@ -245,6 +245,7 @@ _LOG2E_F = _F32(1.4426950408889634)
 _LN2_HI_F = _F32(0.693359375)             # k * _LN2_HI_F is exact for |k| < 2^15
 _LN2_LO_F = _F32(-2.12194440e-4)
 _HALF_F = _F32(0.5)
+_ONE_F = _F32(1.0)
 
 
 # The float32 logistic unit in the same rational form as the float64 one, with the [3/3] Pade
@@ -482,12 +483,22 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
             gb = grad[p_off - n_in:p_off]          # the bias gradient of the layer below
             for c in range(n_in):
                 gb[c] = 0.0
-            for r in range(rows):
-                for c in range(n_in):
-                    a = a_prev[r, c]
-                    v = da[r, c] * (a * (1.0 - a))
-                    da[r, c] = v
-                    gb[c] += v
+            if da.itemsize == 4:
+                # float32 kernels: a float64 literal would promote the whole loop to float64
+                # (half the vector lanes and two conversions per element)
+                for r in range(rows):
+                    for c in range(n_in):
+                        a = a_prev[r, c]
+                        v = da[r, c] * (a * (_ONE_F - a))
+                        da[r, c] = v
+                        gb[c] += v
+            else:
+                for r in range(rows):
+                    for c in range(n_in):
+                        a = a_prev[r, c]
+                        v = da[r, c] * (a * (1.0 - a))
+                        da[r, c] = v
+                        gb[c] += v
             cur, nxt = nxt, cur
             a_off = prev_off
         p_end = p_off
