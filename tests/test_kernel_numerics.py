@@ -264,7 +264,8 @@ def test_serial_and_parallel_bitwise_identical(rng, dtype, arch_cls, n, block):
 
 
 def test_parallel_kernel_independent_of_thread_count_directly(rng):
-    """Call the kernels themselves with 1 and all Numba threads (both reduction paths)."""
+    """Call the kernels themselves with 1 and all Numba threads, and any number of slots (both
+    reduction paths: n_blocks = 20 and 8)."""
     widths = np.array([256, 40, 40, 40, 10], dtype=np.int64)
     n_p = int(k.n_params(widths))
     theta = rng.normal(scale=0.1, size=n_p)
@@ -276,15 +277,17 @@ def test_parallel_kernel_independent_of_thread_count_directly(rng):
         g_s = np.empty(n_p)
         e_s = k.loss_and_grad(theta, widths, 0, x, y, block, np.empty(ws), np.empty(n_p), g_s)
         for t in sorted({1, numba.config.NUMBA_NUM_THREADS}):
-            numba.set_num_threads(t)
-            try:
-                g_p = np.empty(n_p)
-                e_p = k.loss_and_grad_parallel(theta, widths, 0, x, y, block,
-                                               np.empty((nb, ws)), np.empty((nb, n_p)), g_p)
-            finally:
-                numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-            assert e_p == e_s
-            assert np.array_equal(g_p, g_s)
+            for n_slots in (1, 2, 3, nb, nb + 5):     # any split of the blocks into slots
+                numba.set_num_threads(t)
+                try:
+                    g_p = np.full(n_p, np.nan)
+                    e_p = k.loss_and_grad_parallel(theta, widths, 0, x, y, block, n_slots,
+                                                   np.empty((min(n_slots, nb), ws)),
+                                                   np.full((nb, n_p), np.nan), g_p)
+                finally:
+                    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+                assert e_p == e_s
+                assert np.array_equal(g_p, g_s)
 
 
 def test_energy_only_kernel_equals_energy_of_gradient_kernel(rng):

@@ -91,7 +91,8 @@ class MLPPotential(Potential):
         self._work = np.empty(ws, dtype=self.dtype)
         self._partial = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
-            self._work_b = np.empty((self._nb, ws), dtype=self.dtype)
+            # one activation scratch per thread (slot), one partial gradient per block
+            self._work_b = np.empty((min(self.threads, self._nb), ws), dtype=self.dtype)
             self._partial_b = np.empty((self._nb, self.n_params), dtype=self.dtype)
 
     def copy(self) -> MLPPotential:
@@ -121,7 +122,8 @@ class MLPPotential(Potential):
         if self.threads > 1 and self._nb > 1:
             with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
                 e = k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
-                                             self.block, self._work_b, self._partial_b, grad_out)
+                                             self.block, self._work_b.shape[0], self._work_b,
+                                             self._partial_b, grad_out)
         else:
             with _blas_cap():
                 e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,

@@ -568,47 +568,60 @@ _REDUCE_CHUNK = 2048
 
 
 @kernel(parallel=True)
-def loss_and_grad_parallel(theta, widths, out_act, x, y, block, work_b, partial_b, grad):
+def loss_and_grad_parallel(theta, widths, out_act, x, y, block, n_slots, work_s, partial_b,
+                           grad):
     """As :func:`loss_and_grad`, with the blocks spread over Numba's threads.
 
-    ``work_b`` has shape ``(n_blocks, work_size)`` and ``partial_b`` shape
-    ``(n_blocks, n_params)``: one row per block, so threads never share scratch. (A row per
-    thread would stay hotter in cache, but the thread count or id inside a kernel is a ctypes
-    global that Numba cannot cache.) The partial gradients are then summed in
-    block order (in parallel over parameter chunks, each entry still summed in block order),
-    which makes the result bitwise identical to the serial kernel.
+    The blocks are split into ``min(n_slots, n_blocks)`` contiguous ranges ("slots"), run in
+    parallel (pass the number of threads as ``n_slots``: one slot per thread). ``work_s`` has
+    shape ``(>= n_slots, work_size)``: one activation scratch per slot, reused by the slot's
+    blocks while it is hot in cache (the thread id inside a kernel is a ctypes global that Numba
+    cannot cache, so the slot, not the thread, owns the scratch). ``partial_b`` has shape
+    ``(n_blocks, n_params)``. Slot 0 sums its blocks' gradients into ``grad`` as it goes, in
+    block order, exactly as the serial kernel does; the other blocks' partial gradients are
+    added afterwards, still in block order (in parallel over parameter chunks when there are
+    many). So the result is bitwise identical to the serial kernel's for any ``n_slots`` and
+    any thread count.
     """
     n = x.shape[0]
     nb = n_blocks(n, block)
     n_p = grad.shape[0]
-    e_b = np.zeros(max(nb, 1))
-    for blk in numba.prange(nb):
-        r0 = blk * block
-        r1 = min(n, r0 + block)
-        e_b[blk] = _block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
-                                        work_b[blk], partial_b[blk])
     if nb == 0:
         grad[:] = 0.0
         return 0.0
+    ns = max(1, min(n_slots, nb))
+    e_b = np.zeros(nb)
+    for s in numba.prange(ns):
+        b0 = (s * nb) // ns
+        b1 = ((s + 1) * nb) // ns
+        for blk in range(b0, b1):
+            r0 = blk * block
+            r1 = min(n, r0 + block)
+            if blk == 0:
+                e_b[0] = _block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
+                                              work_s[s], grad)
+            else:
+                e_b[blk] = _block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
+                                                work_s[s], partial_b[blk])
+                if s == 0:
+                    for i in range(n_p):
+                        grad[i] += partial_b[blk, i]
     e = e_b[0]
     for blk in range(1, nb):
         e += e_b[blk]
         e_b[blk] = e    # a running sum (a scan) is never vectorised: the additions stay in
         #                 block order even under THERMONET_FASTMATH's "reassoc" flag
-    if nb * n_p >= _PAR_REDUCE_MIN:
+    first = nb // ns    # slot 0 holds blocks 0 .. first - 1, already summed into grad
+    if (nb - first) * n_p >= _PAR_REDUCE_MIN:
         n_chunks = (n_p + _REDUCE_CHUNK - 1) // _REDUCE_CHUNK
         for ch in numba.prange(n_chunks):
             i0 = ch * _REDUCE_CHUNK
             i1 = min(n_p, i0 + _REDUCE_CHUNK)
-            for i in range(i0, i1):
-                grad[i] = partial_b[0, i]
-            for blk in range(1, nb):
+            for blk in range(first, nb):
                 for i in range(i0, i1):
                     grad[i] += partial_b[blk, i]
     else:
-        for i in range(n_p):
-            grad[i] = partial_b[0, i]
-        for blk in range(1, nb):
+        for blk in range(first, nb):
             for i in range(n_p):
                 grad[i] += partial_b[blk, i]
     return e
