@@ -451,7 +451,7 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
         for r in range(rows):
             for c in range(n_cls):
                 a = logits[r, c]
-                delta[r, c] *= a * (1.0 - a)
+                delta[r, c] *= a * (_ONE_F - a)
     # Backward, from the output layer down. ``cur`` and ``nxt`` alternate between the two
     # delta buffers at the end of ``work``. Each layer's bias gradient (the column sums of its
     # delta, rows in ascending order) is accumulated in the same pass that forms that delta.
@@ -483,22 +483,15 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
             gb = grad[p_off - n_in:p_off]          # the bias gradient of the layer below
             for c in range(n_in):
                 gb[c] = 0.0
-            if da.itemsize == 4:
-                # float32 kernels: a float64 literal would promote the whole loop to float64
-                # (half the vector lanes and two conversions per element)
-                for r in range(rows):
-                    for c in range(n_in):
-                        a = a_prev[r, c]
-                        v = da[r, c] * (a * (_ONE_F - a))
-                        da[r, c] = v
-                        gb[c] += v
-            else:
-                for r in range(rows):
-                    for c in range(n_in):
-                        a = a_prev[r, c]
-                        v = da[r, c] * (a * (1.0 - a))
-                        da[r, c] = v
-                        gb[c] += v
+            # _ONE_F, not 1.0: a float64 literal would promote the float32 kernels' loop to
+            # float64 (half the vector lanes, two conversions per element); float64 arrays
+            # promote _ONE_F exactly, so their results are unchanged
+            for r in range(rows):
+                for c in range(n_in):
+                    a = a_prev[r, c]
+                    v = da[r, c] * (a * (_ONE_F - a))
+                    da[r, c] = v
+                    gb[c] += v
             cur, nxt = nxt, cur
             a_off = prev_off
         p_end = p_off
