@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import numba
 import numpy as np
 
 from thermonet._types import FloatArray, IntArray
@@ -94,7 +93,6 @@ class MLPPotential(Potential):
         if self.threads > 1 and self._nb > 1:
             # one activation scratch per thread (slot), one partial gradient per block
             self._work_b = np.empty((min(self.threads, self._nb), ws), dtype=self.dtype)
-            self._par_threads = max(1, min(self.threads, numba.config.NUMBA_NUM_THREADS))
             self._partial_b = np.empty((self._nb, self.n_params), dtype=self.dtype)
 
     def copy(self) -> MLPPotential:
@@ -115,11 +113,6 @@ class MLPPotential(Potential):
             return float(k.loss(th, self._widths, self._out, self.x, self.y, self.block,
                                 self._work))
 
-    def _parallel(self, th: np.ndarray, grad_out: np.ndarray) -> float:
-        return k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y, self.block,
-                                        self._work_b.shape[0], self._work_b, self._partial_b,
-                                        grad_out)
-
     def energy_and_grad(self, theta: FloatArray,
                         grad_out: FloatArray | None = None) -> tuple[float, FloatArray]:
         """``(E(D|w), dE/dw)``; the gradient has this potential's dtype."""
@@ -127,12 +120,10 @@ class MLPPotential(Potential):
         if grad_out is None:
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
-            if _PAR_BLAS_THREADS is None and numba.get_num_threads() == self._par_threads:
-                # nothing for kt.limit to change (MKL, default thread count): skip its ~7 us
-                e = self._parallel(th, grad_out)
-            else:
-                with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
-                    e = self._parallel(th, grad_out)
+            with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
+                e = k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
+                                             self.block, self._work_b.shape[0], self._work_b,
+                                             self._partial_b, grad_out)
         else:
             with _blas_cap():
                 e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,

@@ -88,32 +88,41 @@ def _restore_blas() -> None:
             _saved.clear()
 
 
-@contextlib.contextmanager
-def limit(n_threads: int, blas_threads: int | None = 1) -> Iterator[int]:
+class limit:  # lower-case: used as a function, ``with limit(2): ...``
     """Use at most ``n_threads`` Numba threads (capped at ``numba.config.NUMBA_NUM_THREADS``).
 
     ``blas_threads`` (default 1) caps the BLAS libraries' own thread pools for the duration of
     the block, so that Numba threads calling BLAS do not oversubscribe the cores; ``None``
     leaves BLAS alone. Concurrent or nested ``limit`` blocks share one cap, lifted when the
-    last of them exits.
+    last of them exits. ``with limit(n) as m`` binds the thread count actually used.
+
+    A class rather than a generator-based context manager, and nothing is set when the count
+    is already right and BLAS is left alone (the common case with MKL): the threaded M(3)
+    gradient enters it once per call, and at N = 500 the generator version with its two
+    ``set_num_threads`` calls cost ~7 us of a ~310 us gradient (docs/performance.md).
     """
-    n = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
-    old = numba.get_num_threads()
-    capped = blas_threads is not None
-    if old == n and not capped:
-        # nothing to change (the common case: the default thread count, MKL); setting the
-        # count anyway costs ~6 us per call, 2% of a 2-thread M(3) gradient at N = 500
-        yield n
-        return
-    numba.set_num_threads(n)
-    if capped:
-        _cap_blas(max(1, int(blas_threads)))
-    try:
-        yield n
-    finally:
-        if capped:
+
+    __slots__ = ("_blas", "_old", "n")
+
+    def __init__(self, n_threads: int, blas_threads: int | None = 1) -> None:
+        self.n = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
+        self._blas = None if blas_threads is None else max(1, int(blas_threads))
+        self._old = 0
+
+    def __enter__(self) -> int:
+        old = numba.get_num_threads()
+        self._old = old
+        if old != self.n:
+            numba.set_num_threads(self.n)
+        if self._blas is not None:
+            _cap_blas(self._blas)
+        return self.n
+
+    def __exit__(self, *exc: object) -> None:
+        if self._blas is not None:
             _restore_blas()
-        numba.set_num_threads(old)
+        if self._old != self.n:
+            numba.set_num_threads(self._old)
 
 
 @contextlib.contextmanager
