@@ -37,8 +37,8 @@ small weight matrices above the first layer are transposed into scratch for the 
 products). Everything else is written so that LLVM vectorises it:
 the logistic units are one rational step each, :func:`_logistic` (float64) and
 :func:`_logistic32` (float32 kernels), instead of the scalar libm ``math.exp`` (no SVML here),
-and the softmax takes its exponentials in one flat loop. Parallel kernels leave BLAS single-threaded per Numba thread
-(:func:`thermonet.kernels.threads.limit`).
+and the softmax takes its exponentials in one flat loop. Parallel kernels leave BLAS
+single-threaded per Numba thread (:func:`thermonet.kernels.threads.limit`).
 """
 
 from __future__ import annotations
