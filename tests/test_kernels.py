@@ -179,6 +179,63 @@ def test_predict_logits_match_reference(rng):
         np.testing.assert_allclose(p, p_ref, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("widths,logistic", [
+    ([256, 40, 40, 40, 10], False), ([256, 40, 40, 40, 10], True), ([7, 10], False),
+    ([12, 1, 3, 4], False)])
+@pytest.mark.parametrize("n", [37, 300])
+def test_loss_and_kick_puts_the_gradient_into_the_momenta(rng, widths, logistic, n):
+    """``loss_and_kick`` gives the energy of ``loss_and_grad`` bit for bit and
+    ``p - kick * gradient``: bitwise with ``np.dot``, to the rounding of MKL's accumulating
+    product otherwise. With one block (n = 37) the gradient never reaches ``grad`` (left
+    NaN: the direct path ran); with several blocks it is computed there and used."""
+    from thermonet.kernels import blas
+
+    arch = MLP(widths[0], widths[1:-1], widths[-1], "logistic" if logistic else "linear")
+    x, y = _random_problem(rng, widths, n)
+    theta = rng.uniform(-1.5, 1.5, arch.n_params)
+    w = np.asarray(arch.widths)
+    work = np.empty(k.work_size(w, 256))
+    partial = np.empty(arch.n_params)
+    g = np.empty(arch.n_params)
+    e = k.loss_and_grad(theta, w, arch.out_act, x, y, 256, work, partial, g)
+    p0 = rng.normal(size=arch.n_params)
+    for kick in (0.0371, 0.0):
+        p = p0.copy()
+        grad = np.full(arch.n_params, np.nan)
+        ek = k.loss_and_kick(theta, w, arch.out_act, x, y, 256, work, partial, grad, p, kick)
+        assert ek == e
+        want = p0 - kick * g
+        if blas.BACKEND == "numpy" or n > 256 or kick == 0.0:
+            assert np.array_equal(p, want)
+        else:
+            scale = np.abs(p0).max() + kick * np.abs(g).max()
+            np.testing.assert_allclose(p, want, rtol=0, atol=1e-14 * scale)
+        if n > 256:
+            assert np.array_equal(grad, g)
+        else:
+            assert np.isnan(grad).all()
+
+
+def test_loss_and_kick_in_float32_updates_float64_momenta(rng):
+    """Float32 kernels with float64 momenta (mixed precision) take the general path: the
+    float32 gradient in ``grad``, then ``p - kick * grad`` in float64, bit for bit."""
+    arch = M3()
+    x, y = _random_problem(rng, [256, 10], 37)
+    x = x.astype(np.float32)
+    theta = arch.initial_draw(rng).astype(np.float32)
+    w = np.asarray(arch.widths)
+    work = np.empty(k.work_size(w, 256), np.float32)
+    partial = np.empty(arch.n_params, np.float32)
+    g = np.empty(arch.n_params, np.float32)
+    e = k.loss_and_grad(theta, w, arch.out_act, x, y, 256, work, partial, g)
+    p0 = rng.normal(size=arch.n_params)
+    p = p0.copy()
+    grad = np.full(arch.n_params, np.nan, np.float32)
+    assert k.loss_and_kick(theta, w, arch.out_act, x, y, 256, work, partial, grad, p, 0.03) == e
+    assert np.array_equal(grad, g)
+    assert np.array_equal(p, p0 - 0.03 * g.astype(np.float64))
+
+
 def test_kernels_compose_inside_user_kernels(rng):
     """A plugin's own @kernel can call the MLP kernels by name (composition contract)."""
     from thermonet.kernels._jit import kernel

@@ -22,8 +22,10 @@ The two backends round differently (results agree to ~1e-13 relative, not bitwis
 backend is part of a run's provenance (:func:`info`) and of the kernel cache stamp
 (:mod:`thermonet.kernels._jit`).
 
-The kernels call :func:`gemm` with C-contiguous 2-D operands (``c = op(a) @ op(b)``); MKL is
-reached through a symbol registered with LLVM, which keeps the kernels cacheable.
+The kernels call :func:`gemm` with C-contiguous 2-D operands (``c = op(a) @ op(b)``), and
+:func:`gemm_acc` (``c += alpha * op(a) @ op(b)``) where a gradient goes straight into the
+momenta (:func:`thermonet.kernels.mlp.loss_and_kick`); MKL is reached through a symbol
+registered with LLVM, which keeps the kernels cacheable.
 """
 
 from __future__ import annotations
@@ -182,6 +184,39 @@ def _gemm_mkl(ta, tb, a, b, c):
                0.0, c.ctypes.data, ldc)
 
 
+@kernel
+def _gemm_acc_numpy(ta, tb, a, b, c, alpha):
+    t = np.empty(c.shape, a.dtype)
+    _gemm_numpy(ta, tb, a, b, t)
+    m, n = c.shape
+    for i in range(m):
+        for j in range(n):
+            c[i, j] = c[i, j] + alpha * t[i, j]
+
+
+@kernel
+def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
+    s = c.itemsize
+    m, n = c.shape
+    k = a.shape[0] if ta else a.shape[1]
+    if s != 8 or a.strides[1] != s or b.strides[1] != s or c.strides[1] != s \
+            or a.strides[0] % s or b.strides[0] % s or c.strides[0] % s or k == 0:
+        _gemm_acc_numpy(ta, tb, a, b, c, alpha)
+        return
+    if m == 0 or n == 0:
+        return
+    _dgemm(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k,
+           alpha, a.ctypes.data, a.strides[0] // s, b.ctypes.data, b.strides[0] // s, 1.0,
+           c.ctypes.data, c.strides[0] // s)
+
+
 #: ``gemm(ta, tb, a, b, c)``: ``c = op(a) @ op(b)`` with ``op(x) = x.T if t else x``, for
 #: float64 or float32 2-D arrays of one dtype with unit stride along their last axis
 gemm = _gemm_mkl if BACKEND == "mkl" else _gemm_numpy
+
+#: ``gemm_acc(ta, tb, a, b, c, alpha)``: ``c += alpha * op(a) @ op(b)`` (float64; other
+#: dtypes through a temporary). With ``np.dot`` the product is rounded first and then
+#: ``c + alpha * product`` is formed element by element, exactly as a separate update would;
+#: MKL's ``beta = 1`` update rounds differently (a few ulp), which is the price of not writing
+#: the product to memory at all
+gemm_acc = _gemm_acc_mkl if BACKEND == "mkl" else _gemm_acc_numpy

@@ -150,6 +150,32 @@ def kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway, boun
 
 
 @kernel
+def _drift_count(theta, p, a, limit):
+    """One run of :func:`drift_check` with scalar ``a = step * inv_mass`` and
+    ``limit = runaway * half_width``; returns how many coordinates are not inside the limit."""
+    n_bad = 0
+    for i in range(theta.shape[0]):
+        t = theta[i] + a * p[i]
+        theta[i] = t
+        n_bad += not (abs(t) < limit)
+    return n_bad
+
+
+@kernel
+def drift_runaway(theta, p, inv_mass, step, half_width, runaway, bounds, im_r, hw_r):
+    """:func:`drift_check` on constant runs when :func:`runs` found them (``bounds`` not
+    empty), else on the arrays; the same bits either way."""
+    if bounds.shape[0] == 0:
+        return drift_check(theta, p, inv_mass, step, half_width, runaway)
+    n_bad = 0
+    for r in range(bounds.shape[0] - 1):
+        lo = bounds[r]
+        hi = bounds[r + 1]
+        n_bad += _drift_count(theta[lo:hi], p[lo:hi], step * im_r[r], runaway * hw_r[r])
+    return n_bad > 0
+
+
+@kernel
 def draw_momenta(rng, scale, inv_mass, p):
     """``p_i = z_i * scale_i`` with ``z = rng.standard_normal(n)``; returns ``kinetic(p)``.
 
@@ -253,20 +279,45 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     -------
     (energy, n_done, status, n_reflections)
         ``energy`` is E at the end point from the last gradient evaluation (in the gradient's
-        precision); ``status`` is OK, RUNAWAY or NON_FINITE.
+        precision); ``status`` is OK, RUNAWAY or NON_FINITE. After an early stop (status not
+        OK) ``grad`` is not the gradient at ``theta``.
+
+    Notes
+    -----
+    With float64 gradients and the data in one block, the full kicks inside the trajectory
+    put the gradient straight into ``p`` (:func:`thermonet.kernels.mlp.loss_and_kick`), so
+    the gradient is never stored and the pass after it only drifts. The result then differs
+    from separate gradient and kick steps by the rounding of the matrix products (a few ulp;
+    none with the ``np.dot`` backend). The last step always computes ``grad``.
     """
     e = np.nan
     n_ref = 0
     bounds, im_r, hw_r = runs(inv_mass, half_width, MAX_RUNS)
+    direct = not cast and theta.itemsize == 8 and mlp.n_blocks(x.shape[0], block) == 1
     # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full kick)
     # with a half kick at the end. Without walls the full kick and the next drift (with the
-    # runaway test) are one fused pass over the parameters.
+    # runaway test) are one fused pass over the parameters; in the direct mode the full kick
+    # happens inside the gradient kernel and the pass only drifts.
     kick(p, grad, 0.5 * step)
     if wall == WALL_REFLECT:
         n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
     elif drift_check(theta, p, inv_mass, step, half_width, runaway):
         return e, 1, RUNAWAY, n_ref
     for s in range(n_steps):
+        last = s == n_steps - 1
+        if direct and not last:
+            # theta_g and grad_g are theta and grad here (not cast); passing them keeps the
+            # float32 kernels' typing of this (untaken) branch in one dtype
+            e = mlp.loss_and_kick(theta_g, widths, out_act, x, y, block, work, partial, grad_g,
+                                  p, step)
+            if not math.isfinite(e):
+                return e, s + 1, NON_FINITE, n_ref
+            if wall == WALL_REFLECT:
+                n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+            elif drift_runaway(theta, p, inv_mass, step, half_width, runaway, bounds, im_r,
+                               hw_r):
+                return e, s + 2, RUNAWAY, n_ref
+            continue
         # one code path for both precisions (Numba types every branch): with ``cast`` false,
         # theta_g and grad_g are theta and grad themselves
         if cast:
@@ -276,7 +327,7 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
             _copy_cast(grad_g, grad)
         if not math.isfinite(e):
             return e, s + 1, NON_FINITE, n_ref
-        if s == n_steps - 1:
+        if last:
             kick(p, grad, 0.5 * step)
         elif wall == WALL_REFLECT:
             kick(p, grad, step)

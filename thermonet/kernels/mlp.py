@@ -50,11 +50,11 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from thermonet.kernels._jit import kernel
 from thermonet.kernels.blas import BACKEND as _BLAS_BACKEND
-from thermonet.kernels.blas import gemm
+from thermonet.kernels.blas import gemm, gemm_acc
 
 LINEAR = 0
 LOGISTIC = 1
@@ -91,7 +91,16 @@ def fan_in(widths, out):
 @kernel
 def work_size(widths, block):
     """Length of the scratch array one block of ``block`` rows needs."""
-    return block * _act_width(widths) + _wt_size(widths)
+    return block * _act_width(widths) + _wt_size(widths) + _widest(widths)
+
+
+@kernel
+def _widest(widths):
+    """Room for one layer's bias gradient (the kick mode of :func:`_block_loss_and_grad`)."""
+    m = 0
+    for layer in range(1, widths.shape[0]):
+        m = max(m, widths[layer])
+    return m
 
 
 @kernel
@@ -432,8 +441,23 @@ def _block_energy(logits, yb):
 
 
 @kernel
-def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
-    """Energy of one block and its gradient written (not added) to ``grad``."""
+def _bias_out(out, acc, kick):
+    """The bias part of :func:`_block_loss_and_grad`'s output from the column sums ``acc``."""
+    for c in range(out.shape[0]):
+        out[c] = out[c] - kick * acc[c]
+
+
+@kernel
+def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking=False, kick=0.0):
+    """Energy of one block and its gradient written (not added) to ``grad``.
+
+    With ``kicking`` true (float64 only) ``grad`` is instead the momentum vector ``p`` and
+    receives ``p -= kick * gradient`` directly: the weight gradients are accumulated into ``p``
+    by the matrix products (:func:`thermonet.kernels.blas.gemm_acc`) and the bias gradients
+    (column sums, formed in scratch at the end of ``work``) are subtracted afterwards. The
+    gradient itself is never written to memory, which saves the leapfrog pass two streams
+    over the parameters (docs/performance.md).
+    """
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     out_off = _forward(theta, widths, out_act, xb, work)
@@ -456,12 +480,15 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
     # delta buffers at the end of ``work``. Each layer's bias gradient (the column sums of its
     # delta, rows in ascending order) is accumulated in the same pass that forms that delta.
     p_end = theta.shape[0]
-    gb = grad[p_end - n_cls:p_end]
+    acc_off = rows * _act_width(widths) + _wt_size(widths)
+    gb = work[acc_off:acc_off + n_cls] if kicking else grad[p_end - n_cls:p_end]
     for c in range(n_cls):
         gb[c] = 0.0
     for r in range(rows):
         for c in range(n_cls):
             gb[c] += delta[r, c]
+    if kicking:
+        _bias_out(grad[p_end - n_cls:p_end], gb, kick)
     a_off = out_off
     cur = d_off
     nxt = d_off + rows * widest
@@ -472,15 +499,22 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
         dz = work[cur:cur + rows * n_out].reshape((rows, n_out))
         gw = grad[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
         if layer == 0:
-            gemm(True, False, dz, xb, gw)
+            if kicking:
+                gemm_acc(True, False, dz, xb, gw, -kick)
+            else:
+                gemm(True, False, dz, xb, gw)
         else:
             prev_off = a_off - rows * n_in
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            gemm(True, False, dz, a_prev, gw)
+            if kicking:
+                gemm_acc(True, False, dz, a_prev, gw, -kick)
+            else:
+                gemm(True, False, dz, a_prev, gw)
             w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
             da = work[nxt:nxt + rows * n_in].reshape((rows, n_in))
             gemm(False, False, dz, w, da)
-            gb = grad[p_off - n_in:p_off]          # the bias gradient of the layer below
+            # the bias gradient of the layer below
+            gb = work[acc_off:acc_off + n_in] if kicking else grad[p_off - n_in:p_off]
             for c in range(n_in):
                 gb[c] = 0.0
             # _ONE_F, not 1.0: a float64 literal would promote the float32 kernels' loop to
@@ -492,6 +526,8 @@ def _block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad):
                     v = da[r, c] * (a * (_ONE_F - a))
                     da[r, c] = v
                     gb[c] += v
+            if kicking:
+                _bias_out(grad[p_off - n_in:p_off], gb, kick)
             cur, nxt = nxt, cur
             a_off = prev_off
         p_end = p_off
@@ -551,6 +587,45 @@ def loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad):
         e += _block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1], work, partial)
         for i in range(grad.shape[0]):
             grad[i] += partial[i]
+    return e
+
+
+def _kick_block(theta, widths, out_act, x, y, work, p, kick):
+    """``(True, energy)`` after the kick-mode block kernel when every array is float64, else
+    ``(False, 0.0)`` without doing anything (resolved at compile time, below)."""
+    raise NotImplementedError("only callable from compiled code")
+
+
+@overload(_kick_block, jit_options={"nogil": True})
+def _kick_block_typed(theta, widths, out_act, x, y, work, p, kick):
+    if all(getattr(a, "dtype", None) == types.float64 for a in (theta, x, work, p)):
+        def impl(theta, widths, out_act, x, y, work, p, kick):
+            return True, _block_loss_and_grad(theta, widths, out_act, x, y, work, p, True, kick)
+    else:
+        def impl(theta, widths, out_act, x, y, work, p, kick):
+            return False, 0.0
+    return impl
+
+
+@kernel
+def loss_and_kick(theta, widths, out_act, x, y, block, work, partial, grad, p, kick):
+    """Energy, and the momentum update ``p -= kick * dE/dtheta`` (a leapfrog kick).
+
+    With the data in one block and float64 arrays the gradient goes straight into ``p``
+    (:func:`_block_loss_and_grad`'s kick mode) and ``grad`` is left untouched; otherwise the
+    gradient is computed into ``grad`` by :func:`loss_and_grad` and ``p`` updated from it.
+    Either way ``p`` ends up equal to ``p - kick * gradient`` up to the rounding of the matrix
+    products (bitwise equal with the ``np.dot`` backend). Returns the energy, bitwise that of
+    :func:`loss_and_grad`.
+    """
+    n = x.shape[0]
+    if n_blocks(n, block) == 1:
+        done, e = _kick_block(theta, widths, out_act, x, y, work, p, kick)
+        if done:
+            return e
+    e = loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad)
+    for i in range(p.shape[0]):
+        p[i] = p[i] - kick * grad[i]
     return e
 
 
