@@ -208,8 +208,9 @@ def test_loss_and_kick_puts_the_gradient_into_the_momenta(rng, widths, logistic,
         if blas.BACKEND == "numpy" or n > 256 or kick == 0.0:
             assert np.array_equal(p, want)
         else:
+            # one rounding of p + (-kick) * product instead of two (measured: <= 0.4 eps)
             scale = np.abs(p0).max() + kick * np.abs(g).max()
-            np.testing.assert_allclose(p, want, rtol=0, atol=1e-14 * scale)
+            np.testing.assert_allclose(p, want, rtol=0, atol=4 * np.finfo(float).eps * scale)
         if n > 256:
             assert np.array_equal(grad, g)
         else:

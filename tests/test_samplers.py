@@ -391,9 +391,12 @@ def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng, masses):
                 for x, y in zip(a, b, strict=True):
                     assert np.array_equal(x, y)
             else:
-                assert ra[0] == pytest.approx(rb[0], rel=1e-13)
+                # each inner kick rounds once instead of twice (measured: the arrays differ by
+                # at most 0.5 eps of their largest entry after 7 steps)
+                eps = np.finfo(np.float64).eps
+                assert ra[0] == pytest.approx(rb[0], rel=16 * eps)
                 for x, y in zip(a, b, strict=True):
-                    np.testing.assert_allclose(x, y, rtol=0, atol=1e-13 * np.abs(y).max())
+                    np.testing.assert_allclose(x, y, rtol=0, atol=16 * eps * np.abs(y).max())
 
 
 def test_runs_split_masses_and_widths_into_constant_pieces(rng):
