@@ -199,11 +199,11 @@ def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
     s = c.itemsize
     m, n = c.shape
     k = a.shape[0] if ta else a.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        return                      # an empty product adds nothing
     if s != 8 or a.strides[1] != s or b.strides[1] != s or c.strides[1] != s \
-            or a.strides[0] % s or b.strides[0] % s or c.strides[0] % s or k == 0:
+            or a.strides[0] % s or b.strides[0] % s or c.strides[0] % s:
         _gemm_acc_numpy(ta, tb, a, b, c, alpha)
-        return
-    if m == 0 or n == 0:
         return
     _dgemm(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k,
            alpha, a.ctypes.data, a.strides[0] // s, b.ctypes.data, b.strides[0] // s, 1.0,
