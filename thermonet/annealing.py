@@ -216,7 +216,7 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
     for section, table_given in doc.items():
         if section not in ANNEAL_SECTIONS:
             raise ConfigError(f"unknown section [{section}] in an anneal configuration"
-                              f"{cfgmod._suggest(section, list(ANNEAL_SECTIONS))} Valid "
+                              f"{cfgmod.suggest(section, list(ANNEAL_SECTIONS))} Valid "
                               f"sections: {', '.join(ANNEAL_SECTIONS)}")
         if not isinstance(table_given, dict):
             raise ConfigError(f"[{section}] must be a table; got {table_given!r}")
@@ -225,9 +225,9 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
                           "t_start, t_end, n_temperatures, n_trajectories, patience")
     sources: dict[str, str] = {}
     out: dict[str, Any] = {}
-    out["run"], _ = cfgmod._resolve_table("run", doc.get("run", {}), ANNEAL_RUN_KEYS, sources,
+    out["run"], _ = cfgmod.resolve_section("run", doc.get("run", {}), ANNEAL_RUN_KEYS, sources,
                                           given_sources)
-    out["data"], _ = cfgmod._resolve_table("data", doc.get("data", {}), cfgmod.DATA_KEYS,
+    out["data"], _ = cfgmod.resolve_section("data", doc.get("data", {}), cfgmod.DATA_KEYS,
                                            sources, given_sources)
     for section, role in (("architecture", "architecture"), ("minimiser", "minimiser")):
         given = dict(doc.get(section, {}))
@@ -237,17 +237,17 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
         sources[f"{section}.name"] = given_sources.get(
             f"{section}.name", "config" if "name" in doc.get(section, {}) else "default")
         cls = registry.load(role, name)
-        out[section] = {"name": name, **cfgmod._plugin_settings(section, cls, given, sources,
+        out[section] = {"name": name, **cfgmod.plugin_settings(section, cls, given, sources,
                                                                 given_sources)}
     given = dict(doc.get("sampler", {}))
     if "name" in given and given.pop("name") != "hmc":
         raise ConfigError(f"sampler.name = {doc['sampler']['name']!r}; annealing uses HMC: "
                           "remove the name or set it to \"hmc\"")
-    own, rest = cfgmod._resolve_table("sampler", given, cfgmod.SAMPLER_RUNNER_KEYS, sources,
+    own, rest = cfgmod.resolve_section("sampler", given, cfgmod.SAMPLER_RUNNER_KEYS, sources,
                                       given_sources, extra_ok=True)
     out["sampler"] = {"name": "hmc", **own,
-                      **cfgmod._plugin_settings("sampler", HMC, rest, sources, given_sources)}
-    a, _ = cfgmod._resolve_table("anneal", doc["anneal"], ANNEAL_KEYS, sources, given_sources)
+                      **cfgmod.plugin_settings("sampler", HMC, rest, sources, given_sources)}
+    a, _ = cfgmod.resolve_section("anneal", doc["anneal"], ANNEAL_KEYS, sources, given_sources)
     if a["temperatures"]:
         a["temperatures"] = [float(t) for t in a["temperatures"]]
     elif a["n_temperatures"] > 1 and not a["t_start"] > a["t_end"]:

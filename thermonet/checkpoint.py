@@ -22,14 +22,12 @@ checkpoint's ``iteration`` is the commit point: on resume, segments beyond it (w
 before a crash) and temporary files are removed, and the run regenerates those iterations
 identically from the saved random-generator states.
 
-See docs/file-format.md for every dataset.
+See docs/formats.md for every dataset.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +37,8 @@ import numpy as np
 
 from thermonet import __version__
 from thermonet.errors import CheckpointError, CheckpointFormatError
+from thermonet.io.atomic import write_h5
+from thermonet.io.jsonable import utc_now
 
 CHECKPOINT_FORMAT = "thermonet.checkpoint"
 TRACE_FORMAT = "thermonet.trace"
@@ -51,48 +51,11 @@ _SEGMENT = re.compile(r"^it(\d{9})-(\d{9})\.h5$")
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return utc_now()
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_h5(path: Path, write: Any) -> None:
-    """Write an HDF5 file through a temporary file and an atomic rename."""
-    import h5py
-
-    tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as fh:
-        write(fh)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    _crash_point("before-replace", path)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _crash_point(where: str, path: Path) -> None:
-    """Test hook: ``THERMONET_TEST_CRASH=<where>:<file name>:<n>`` kills the process (as
-    ``kill -9`` would) the n-th time ``where`` is reached for that file name."""
-    spec = os.environ.get("THERMONET_TEST_CRASH")
-    if not spec:
-        return
-    w, name, n = spec.split(":")
-    if w == where and (name == "*" or path.name.startswith(name)):
-        count = int(os.environ.get("_THERMONET_CRASH_COUNT", "0")) + 1
-        os.environ["_THERMONET_CRASH_COUNT"] = str(count)
-        if count >= int(n):
-            os._exit(137)
+#: kept for modules not yet moved to :mod:`thermonet.io.atomic`
+_atomic_h5 = write_h5
 
 
 @dataclass

@@ -142,11 +142,11 @@ _FALLBACK = {
 
 
 def _schema_table(schema: dict[str, Any]) -> str:
-    from thermonet.config import _type_name
+    from thermonet.config import type_name
 
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, (default, types, check, help_) in schema.items():
-        allowed = check[1] if check else _type_name(types)
+        allowed = check[1] if check else type_name(types)
         rows.append(f"| `{key}` | {_cell(allowed)} | {_fmt(default)} | {_cell(help_)} |")
     return "\n".join(rows) + "\n"
 

@@ -121,7 +121,7 @@ def _ti_settings(given: Mapping[str, Any], sources: dict[str, str],
                    if f.default is dataclasses.MISSING else dataclasses.field(default=f.default))
         kept.append((f.name, f.type, default))
     holder = type("TI", (), {"Config": dataclasses.make_dataclass("TISettings", kept)})
-    return cfgmod._plugin_settings("ti", holder, given, sources, given_sources)
+    return cfgmod.plugin_settings("ti", holder, given, sources, given_sources)
 
 
 def _laplace_option_names() -> set[str] | None:
@@ -144,7 +144,7 @@ def _laplace_option_names() -> set[str] | None:
 
 def _laplace_settings(given: Mapping[str, Any], sources: dict[str, str],
                       given_sources: Mapping[str, str]) -> dict[str, Any]:
-    own, rest = cfgmod._resolve_table("laplace", given, LAPLACE_KEYS, sources, given_sources,
+    own, rest = cfgmod.resolve_section("laplace", given, LAPLACE_KEYS, sources, given_sources,
                                       extra_ok=True)
     valid = _laplace_option_names()
     for key, value in rest.items():
@@ -153,7 +153,7 @@ def _laplace_settings(given: Mapping[str, Any], sources: dict[str, str],
                               f"evidence.{key} instead")
         if valid is not None and key not in valid:
             raise ConfigError(f"unknown key {key!r} in [laplace]"
-                              f"{cfgmod._suggest(key, sorted(valid | {'method'}))} Valid keys: "
+                              f"{cfgmod.suggest(key, sorted(valid | {'method'}))} Valid keys: "
                               f"{', '.join(sorted(valid | {'method'}))}")
         sources[f"laplace.{key}"] = given_sources.get(f"laplace.{key}", "config")
         own[key] = value
@@ -170,12 +170,12 @@ def _model_settings(name: str, given: Any, sources: dict[str, str],
     if "architecture" not in given:
         raise ConfigError(f"[{where}] needs architecture = \"...\" (e.g. \"M1\", \"M3\", or "
                           "\"gaussian\" for a data-free test model)")
-    own, rest = cfgmod._resolve_table(where, given, MODEL_KEYS, sources, given_sources,
+    own, rest = cfgmod.resolve_section(where, given, MODEL_KEYS, sources, given_sources,
                                       extra_ok=True)
     if isinstance(own["params"], str):
         own["params"] = [own["params"]] if own["params"] else []
     cls = registry.load("architecture", own["architecture"])
-    settings = cfgmod._plugin_settings(where, cls, rest, sources, given_sources)
+    settings = cfgmod.plugin_settings(where, cls, rest, sources, given_sources)
     return {**own, **settings}
 
 
@@ -185,7 +185,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     doc, given_sources = cfgmod.apply_overrides(raw, overrides, override_source)
     for section, table in doc.items():
         if section not in SECTIONS:
-            hint = cfgmod._suggest(section, list(SECTIONS))
+            hint = cfgmod.suggest(section, list(SECTIONS))
             if section in ("run", "sampler", "init", "architecture"):
                 hint = (f"; this looks like a `thermonet run` config, which `thermonet "
                         f"evidence` does not read{hint}")
@@ -195,9 +195,9 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
             raise ConfigError(f"[{section}] must be a table; got {table!r}")
     sources: dict[str, str] = {}
     out: dict[str, Any] = {}
-    out["evidence"], _ = cfgmod._resolve_table("evidence", doc.get("evidence", {}),
+    out["evidence"], _ = cfgmod.resolve_section("evidence", doc.get("evidence", {}),
                                                EVIDENCE_KEYS, sources, given_sources)
-    out["data"], _ = cfgmod._resolve_table("data", doc.get("data", {}), DATA_KEYS, sources,
+    out["data"], _ = cfgmod.resolve_section("data", doc.get("data", {}), DATA_KEYS, sources,
                                            given_sources)
     from thermonet import registry
 
@@ -213,7 +213,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         for key, value in {**BASELINE_RMIN_SETTINGS, **RMIN_EVIDENCE_SETTINGS}.items():
             mgiven.setdefault(key, value)
     mcls = registry.load("minimiser", mname)
-    out["minimiser"] = {"name": mname, **cfgmod._plugin_settings(
+    out["minimiser"] = {"name": mname, **cfgmod.plugin_settings(
         "minimiser", mcls, mgiven, sources, given_sources)}
     out["ti"] = _ti_settings(doc.get("ti", {}), sources, given_sources)
     out["laplace"] = _laplace_settings(doc.get("laplace", {}), sources, given_sources)
@@ -291,7 +291,7 @@ def reference_table() -> list[tuple[str, str, str, str]]:
     for section, schema in (("evidence", EVIDENCE_KEYS), ("data", DATA_KEYS),
                             ("laplace", LAPLACE_KEYS), ("model.NAME", MODEL_KEYS)):
         for key, (default, types, _check, help_) in schema.items():
-            rows.append((f"{section}.{key}", cfgmod._type_name(types), repr(default), help_))
+            rows.append((f"{section}.{key}", cfgmod.type_name(types), repr(default), help_))
     return rows
 
 
