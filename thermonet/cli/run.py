@@ -8,10 +8,7 @@ from pathlib import Path
 
 import click
 
-
-def _quiet(ctx: click.Context, quiet: bool) -> bool:
-    root = ctx.find_root()
-    return quiet or bool(root.obj and root.obj.get("quiet"))
+from thermonet.cli.options import RunProgress, is_quiet
 
 
 @click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
@@ -37,24 +34,30 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     Example:
         thermonet run sample_runs/quickstart.toml --out runs/quick --set run.n_iterations=50
     """
+    import warnings
+
     from thermonet import config as cfgmod
     from thermonet.runner import Run, detach_log
 
     overrides = cfgmod.parse_set(list(sets))
     commandline = {"run.seed": seed} if seed is not None else {}
-    cfg = cfgmod.load(config_path, overrides, commandline)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        cfg = cfgmod.load(config_path, overrides, commandline)
+    for warning in caught:   # a configuration in a deprecated form: say how to write it now
+        click.echo(f"Warning: {warning.message}", err=True)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
-    q = _quiet(ctx, quiet)
-    if not q:
+    quiet = is_quiet(ctx, quiet)
+    if not quiet:
         click.echo(f"run directory: {out}", err=True)
     try:
-        r = Run.create(cfg, out, overwrite=overwrite, quiet=q)
-        r.run(quiet=q)
+        run_ = Run.create(cfg, out, overwrite=overwrite)
+        run_.run(RunProgress(quiet))
     finally:
         detach_log()
-    if not q:
-        click.echo(f"done: {r.iteration} iterations in {out}  (summary: thermonet info {out})",
-                   err=True)
+    if not quiet:
+        click.echo(f"done: {run_.iteration} iterations in {out}  (summary: thermonet info "
+                   f"{out})", err=True)
 
 
 @click.command(short_help="Continue a run from its last checkpoint.")
@@ -75,11 +78,11 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
     from thermonet.runner import Run, detach_log
 
     try:
-        r = Run.open(Path(run_dir), n_iterations=iterations, workers=workers)
-        q = _quiet(ctx, quiet)
-        if not q:
-            click.echo(f"resuming {run_dir} at iteration {r.iteration}", err=True)
-        r.run(quiet=q)
+        run_ = Run.open(Path(run_dir), n_iterations=iterations, workers=workers)
+        quiet = is_quiet(ctx, quiet)
+        if not quiet:
+            click.echo(f"resuming {run_dir} at iteration {run_.iteration}", err=True)
+        run_.run(RunProgress(quiet))
     finally:
         detach_log()
 

@@ -11,15 +11,17 @@ from thermonet.config.run import (
     DATA_KEYS,
     DEFAULT_NAMES,
     INIT_KEYS,
+    LADDER_KEYS,
     PLUGIN_SECTIONS,
     PRIOR_KEYS,
     RUN_KEYS,
     SAMPLER_RUNNER_KEYS,
     SECTIONS,
-    SINGLE_CHAIN_KEYS,
+    RunConfig,
     build_plugin_configs,
     load,
     resolve,
+    translate_legacy,
 )
 from thermonet.config.schema import (
     REQUIRED,
@@ -41,9 +43,9 @@ from thermonet.config.schema import (
 )
 
 __all__ = [
-    "DATA_KEYS", "DEFAULT_NAMES", "INIT_KEYS", "PLUGIN_SECTIONS", "PRIOR_KEYS", "REQUIRED",
-    "RUN_KEYS", "SAMPLER_RUNNER_KEYS", "SECTIONS", "SINGLE_CHAIN_KEYS", "ResolvedConfig",
+    "DATA_KEYS", "DEFAULT_NAMES", "INIT_KEYS", "LADDER_KEYS", "PLUGIN_SECTIONS", "PRIOR_KEYS",
+    "REQUIRED", "RUN_KEYS", "SAMPLER_RUNNER_KEYS", "SECTIONS", "ResolvedConfig", "RunConfig",
     "SchemaEntry", "apply_overrides", "build_plugin_configs", "check_value", "coerce_for_field",
     "diff", "load", "parse_set", "plugin_defaults", "plugin_settings", "read_toml", "resolve",
-    "resolve_section", "suggest", "toml_value", "tomlable", "type_name",
+    "resolve_section", "suggest", "toml_value", "tomlable", "translate_legacy", "type_name",
 ]

@@ -9,32 +9,41 @@ One file describes a run (see docs/config.md for every key)::
     [prior]        gaussian_std, gaussian_tempered (an optional Gaussian prior)
     [init]         minimise, burn_in, params (a file to start from instead of a draw)
     [minimiser]    name (rmin, fire) and its settings
-    [sampler]      name (rehmc, hmc, or a plugin) and its settings; [sampler.inner] for rehmc
+    [sampler]      name (hmc, or a plugin): the per-temperature sampler, and its settings
+    [ladder]       the temperatures (n_temperatures, t_min, t_max | temperatures), the
+                   transitions per iteration and the swap scheme; one rung: a single chain
 
 Validation happens before any work: unknown keys (with a did-you-mean suggestion), wrong types
 and out-of-range values are rejected with a message naming the key, the value received and what
 is allowed. Every default is made explicit in the resolved configuration, together with where
-each value came from (``default``, ``config``, ``set`` for ``--set``, ``commandline``).
+each value came from (``default``, ``config``, ``set`` for ``--set``, ``commandline``). Each
+plugin's ``Config`` and the :class:`~thermonet.tempering.Ladder` are built once, here, and held
+in the :class:`RunConfig`.
+
+Configurations written before the ``[ladder]`` section (``[sampler] name = "rehmc"`` with
+``[sampler.inner]``, or a single chain's ``[sampler] temperature``/``n_trajectories``) are
+translated by :func:`translate_legacy` with a DeprecationWarning naming the new form.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from thermonet.config.schema import (
-    REQUIRED,
     ResolvedConfig,
     apply_overrides,
-    plugin_defaults,
     plugin_settings,
     read_toml,
     resolve_section,
     suggest,
+    toml_value,
 )
 from thermonet.errors import ConfigError
+from thermonet.tempering import SCHEMES, Ladder, make_scheme
 
 #: keys of the runner's own sections: name -> (default, allowed types, check, help)
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
@@ -80,26 +89,179 @@ SAMPLER_RUNNER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "mass": ("unit", (str,), (lambda v: v in ("unit", "fan_in"), "unit or fan_in"),
              "per-parameter masses: 1, or the fan-in k_i"),
 }
-SINGLE_CHAIN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
-    "temperature": (1.0, (float, int), (lambda v: v > 0, "a positive temperature"),
-                    "T of a single-chain run"),
-    "n_trajectories": (1, (int,), _POS_INT, "transitions per iteration"),
+_POSITIVE_LIST = (lambda v: all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                for t in v), "a list of positive numbers")
+LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
+    "n_temperatures": (1, (int,), _POS_INT,
+                       "K, rungs of the geometric ladder (1: a single chain at t_min)"),
+    "t_min": (1.0, (float, int), (lambda v: v > 0, "a positive temperature"),
+              "lowest temperature T_0"),
+    "t_max": (1.0, (float, int), (lambda v: v > 0, "a positive temperature"),
+              "highest temperature T_{K-1} (t_min <= t_max)"),
+    "temperatures": ([], (list,), _POSITIVE_LIST,
+                     "an explicit ascending ladder (replaces n_temperatures, t_min, t_max when "
+                     "not empty)"),
+    "n_trajectories": (1, (int,), _POS_INT,
+                       "N_traj, transitions of the sampler per slot per iteration"),
+    "swap_scheme": ("random-pairs", (str,), (lambda v: v in SCHEMES,
+                                             "one of " + ", ".join(SCHEMES)),
+                    "random-pairs: n_swaps attempts on random adjacent pairs after the "
+                    "transitions (paper Alg. 2); even-odd: one sweep of disjoint pairs before "
+                    "them"),
+    "n_swaps": (None, (int,), _NONNEG_INT,
+                "attempts per iteration of random-pairs (unset: K)"),
 }
-SECTIONS = ("run", "data", "architecture", "prior", "init", "minimiser", "sampler")
+SECTIONS = ("run", "data", "architecture", "prior", "init", "minimiser", "sampler", "ladder")
 PLUGIN_SECTIONS = {"architecture": "architecture", "minimiser": "minimiser",
                    "sampler": "sampler"}
-DEFAULT_NAMES = {"architecture": "M3", "minimiser": "rmin", "sampler": "rehmc"}
+DEFAULT_NAMES = {"architecture": "M3", "minimiser": "rmin", "sampler": "hmc"}
+
+#: the former [sampler] name = "rehmc" keys that now live in [ladder], with the defaults
+#: they had there
+_LEGACY_LADDER_DEFAULTS = {"n_temperatures": 16, "t_min": 1e-2, "t_max": 1.0,
+                           "n_trajectories": 10}
+_LEGACY_LADDER_KEYS = ("n_temperatures", "t_min", "t_max", "temperatures", "n_trajectories",
+                       "swap_scheme", "n_swaps")
+_LEGACY_RE_MARKERS = ("inner", "sampler", "n_temperatures", "t_min", "t_max", "temperatures",
+                      "swap_scheme", "n_swaps")
+
+
+@dataclasses.dataclass
+class RunConfig(ResolvedConfig):
+    """A resolved run configuration and what is built from it once.
+
+    Attributes
+    ----------
+    configs : dict
+        Plugin section -> the plugin's ``Config`` instance (or its settings dict for a plugin
+        configured through its constructor).
+    ladder : Ladder
+        The temperatures.
+    swap : swap scheme
+        See :mod:`thermonet.tempering.swaps`.
+    """
+
+    configs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    ladder: Ladder = dataclasses.field(default_factory=Ladder.single)
+    swap: Any = None
+
+
+def translate_legacy(raw: Mapping[str, Any], *, warn: bool = True
+                     ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Move a configuration written before ``[ladder]`` existed to the current form.
+
+    Returns the translated document and the renamed keys (old dotted key -> new one). A
+    document already in the current form is returned unchanged (with an empty map). With
+    ``warn``, a translation issues a DeprecationWarning that shows the new form.
+    """
+    sampler = raw.get("sampler")
+    if not isinstance(sampler, dict):
+        return dict(raw), {}
+    name = sampler.get("name")
+    if name == "rehmc" or (name is None and any(k in sampler for k in _LEGACY_RE_MARKERS)):
+        kind = "rehmc"
+    elif "temperature" in sampler or "n_trajectories" in sampler:
+        kind = "single"
+    else:
+        return dict(raw), {}
+    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    old = dict(sampler)
+    old.pop("name", None)
+    moved: dict[str, Any] = {}
+    renamed: dict[str, str] = {}
+    if kind == "rehmc":
+        inner = old.pop("inner", None) or {}
+        new_sampler: dict[str, Any] = {"name": old.pop("sampler", "hmc")}
+        renamed["sampler.sampler"] = "sampler.name"
+        for key in _LEGACY_LADDER_KEYS:
+            if key in old:
+                moved[key] = old.pop(key)
+        if not moved.get("temperatures"):
+            moved.pop("temperatures", None)
+            for key, value in _LEGACY_LADDER_DEFAULTS.items():
+                moved.setdefault(key, value)
+        else:
+            moved.setdefault("n_trajectories", _LEGACY_LADDER_DEFAULTS["n_trajectories"])
+        new_sampler.update(old)
+        new_sampler.update(inner)
+        renamed.update({f"sampler.inner.{k}": f"sampler.{k}" for k in inner})
+        renamed.update({f"sampler.{k}": f"ladder.{k}" for k in _LEGACY_LADDER_KEYS})
+        what = '[sampler] name = "rehmc" with [sampler.inner]'
+    else:
+        if "temperature" in old:
+            moved["temperatures"] = [old.pop("temperature")]
+        if "n_trajectories" in old:
+            moved["n_trajectories"] = old.pop("n_trajectories")
+        new_sampler = {**({"name": name} if name is not None else {}), **old}
+        renamed.update({"sampler.temperature": "ladder.temperatures",
+                        "sampler.n_trajectories": "ladder.n_trajectories"})
+        what = "[sampler] temperature / n_trajectories of a single chain"
+    ladder = dict(doc.get("ladder", {}) or {})
+    for key, value in moved.items():
+        ladder.setdefault(key, value)
+    doc["sampler"] = new_sampler
+    doc["ladder"] = ladder
+    if warn:
+        def show(table: Mapping[str, Any]) -> str:
+            return ", ".join(f"{k} = {toml_value(v)}" for k, v in table.items()
+                             if v is not None and not isinstance(v, dict))
+
+        warnings.warn(f"{what} is deprecated; write [sampler] {show(new_sampler)} and "
+                      f"[ladder] {show(ladder)} (docs/config.md)", DeprecationWarning,
+                      stacklevel=3)
+    return doc, renamed
+
+
+def _rename_sources(sources: Mapping[str, str], renamed: Mapping[str, str]) -> dict[str, str]:
+    return {renamed.get(k, k): v for k, v in sources.items()}
+
+
+def _resolve_ladder(given: Mapping[str, Any], sources: dict[str, str],
+                    given_sources: Mapping[str, str]) -> tuple[dict[str, Any], Ladder, Any]:
+    table, _ = resolve_section("ladder", given, LADDER_KEYS, sources, given_sources)
+    if table["temperatures"]:
+        ladder = Ladder.from_temperatures(table["temperatures"])
+        derived = {"n_temperatures": ladder.n_temperatures,
+                   "t_min": float(ladder.temperature_k[0]),
+                   "t_max": float(ladder.temperature_k[-1])}
+        for key, value in derived.items():
+            if sources[f"ladder.{key}"] != "default" and table[key] != value:
+                raise ConfigError(f"ladder.{key} = {table[key]!r} disagrees with "
+                                  f"ladder.temperatures = {table['temperatures']}; give either "
+                                  "temperatures or n_temperatures, t_min, t_max")
+        table.update(derived)
+        table["temperatures"] = [float(t) for t in ladder.temperature_k]
+    else:
+        ladder = Ladder.geometric(table["t_min"], table["t_max"], table["n_temperatures"])
+    swap = make_scheme(table["swap_scheme"], n_swaps=table["n_swaps"])
+    return table, ladder, swap
+
+
+def _build_config(section: str, name: str, cls: type, settings: Mapping[str, Any]) -> Any:
+    """The plugin's ``Config`` (its value checks run here, once), or its settings."""
+    config_cls = getattr(cls, "Config", None)
+    if config_cls is None or not dataclasses.is_dataclass(config_cls):
+        return dict(settings)
+    try:
+        return config_cls(**settings)
+    except TypeError as err:
+        raise ConfigError(f"[{section}] {name}: {err}") from None
 
 
 def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
-            override_source: str = "set") -> ResolvedConfig:
+            override_source: str = "set", *, warn_legacy: bool = True) -> RunConfig:
     """Validate ``raw`` (a parsed TOML document) plus dotted ``overrides`` and fill defaults.
 
-    Loads the named plugins' classes (to validate their settings), which imports them.
+    Loads the named plugins' classes (to validate their settings), which imports them, and
+    builds each plugin's ``Config`` and the ladder. A configuration in the form used before
+    ``[ladder]`` is translated (:func:`translate_legacy`; a DeprecationWarning if
+    ``warn_legacy``).
     """
     from thermonet import registry
 
     doc, given_sources = apply_overrides(raw, overrides, override_source)
+    doc, renamed = translate_legacy(doc, warn=warn_legacy)
+    given_sources = _rename_sources(given_sources, renamed)
     for section in doc:
         if section not in SECTIONS:
             raise ConfigError(f"unknown section [{section}]{suggest(section, list(SECTIONS))} "
@@ -108,13 +270,11 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
             raise ConfigError(f"[{section}] must be a table; got {doc[section]!r}")
     sources: dict[str, str] = {}
     out: dict[str, Any] = {}
-    out["run"], _ = resolve_section("run", doc.get("run", {}), RUN_KEYS, sources, given_sources)
-    out["data"], _ = resolve_section("data", doc.get("data", {}), DATA_KEYS, sources,
-                                    given_sources)
-    out["prior"], _ = resolve_section("prior", doc.get("prior", {}), PRIOR_KEYS, sources,
-                                     given_sources)
-    out["init"], _ = resolve_section("init", doc.get("init", {}), INIT_KEYS, sources,
-                                    given_sources)
+    for section, schema in (("run", RUN_KEYS), ("data", DATA_KEYS), ("prior", PRIOR_KEYS),
+                            ("init", INIT_KEYS)):
+        out[section], _ = resolve_section(section, doc.get(section, {}), schema, sources,
+                                          given_sources)
+    configs: dict[str, Any] = {}
     for section, role in PLUGIN_SECTIONS.items():
         given = dict(doc.get(section, {}))
         name = given.pop("name", DEFAULT_NAMES[section])
@@ -125,79 +285,31 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         cls = registry.load(role, name)
         table: dict[str, Any] = {"name": name}
         if section == "sampler":
-            runner_keys = dict(SAMPLER_RUNNER_KEYS)
-            is_re = name == "rehmc"
-            if not is_re:
-                runner_keys.update(SINGLE_CHAIN_KEYS)
-            own, rest = resolve_section("sampler", given, runner_keys, sources, given_sources,
-                                       extra_ok=True)
+            own, given = resolve_section("sampler", given, SAMPLER_RUNNER_KEYS, sources,
+                                         given_sources, extra_ok=True)
             table.update(own)
-            if is_re:
-                if "workers" in rest:
-                    raise ConfigError("sampler.workers is not a setting of a run; set "
-                                      "run.workers (threads running replicas) instead")
-                inner_given = dict(rest.pop("inner", {}) or {})
-                settings = plugin_settings("sampler", cls, rest, sources, given_sources)
-                inner_name = settings.get("sampler", "hmc")
-                inner_cls = registry.load("sampler", inner_name)
-                settings["inner"] = plugin_settings("sampler.inner", inner_cls, inner_given,
-                                                     sources, given_sources)
-                settings["temperatures"] = (list(settings["temperatures"])
-                                            if settings.get("temperatures") else None)
-                settings.pop("workers", None)
-                sources.pop("sampler.workers", None)
-                table.update(settings)
-            else:
-                table.update(plugin_settings("sampler", cls, rest, sources, given_sources))
-        else:
-            table.update(plugin_settings(section, cls, given, sources, given_sources))
+        settings = plugin_settings(section, cls, given, sources, given_sources)
+        configs[section] = _build_config(section, name, cls, settings)
+        table.update(settings)
         out[section] = table
+    out["ladder"], ladder, swap = _resolve_ladder(doc.get("ladder", {}), sources, given_sources)
     if (out["prior"]["gaussian_std"] is not None and not out["prior"]["gaussian_tempered"]
-            and out["sampler"]["name"] == "rehmc"):
+            and ladder.n_temperatures > 1):
         raise ConfigError("prior.gaussian_tempered = false (an untempered Gaussian prior) cannot "
                           "be used with replica exchange, whose swaps need one target family "
-                          "exp(-U/T); set it to true or use a single-chain sampler")
-    resolved = ResolvedConfig(out, sources)
-    build_plugin_configs(resolved)         # value checks of the plugins' own Config classes
-    return resolved
+                          "exp(-U/T); set it to true or use a one-rung [ladder]")
+    return RunConfig(out, sources, configs=configs, ladder=ladder, swap=swap)
 
 
 def build_plugin_configs(cfg: ResolvedConfig) -> dict[str, Any]:
-    """Instantiate each plugin's Config (runs its value checks); returns role -> Config."""
-    from thermonet import registry
-
-    built: dict[str, Any] = {}
-    for section, role in PLUGIN_SECTIONS.items():
-        table = dict(cfg[section])
-        name = table.pop("name")
-        cls = registry.load(role, name)
-        config_cls = getattr(cls, "Config", None)
-        if section == "sampler":
-            runner_keys = dict(SAMPLER_RUNNER_KEYS)
-            if name != "rehmc":
-                runner_keys.update(SINGLE_CHAIN_KEYS)
-            for key in runner_keys:
-                table.pop(key, None)
-        if config_cls is not None and dataclasses.is_dataclass(config_cls):
-            if "temperatures" in table and table["temperatures"] is None:
-                table.pop("temperatures")
-            try:
-                built[section] = config_cls(**table)
-            except TypeError as err:
-                raise ConfigError(f"[{section}] {name}: {err}") from None
-            if section == "sampler" and name == "rehmc":
-                inner_cls = registry.load("sampler", table.get("sampler", "hmc"))
-                inner_cfg = getattr(inner_cls, "Config", None)
-                if inner_cfg is not None and dataclasses.is_dataclass(inner_cfg):
-                    inner_cfg(**{k: v for k, v in table.get("inner", {}).items()
-                                 if v is not None or k in plugin_defaults(inner_cls)})
-        else:
-            built[section] = table
-    return built
+    """Each plugin section's ``Config`` (built once by :func:`resolve`)."""
+    if isinstance(cfg, RunConfig):
+        return dict(cfg.configs)
+    return dict(resolve(cfg.data, warn_legacy=False).configs)
 
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
-         commandline: Mapping[str, Any] | None = None) -> ResolvedConfig:
+         commandline: Mapping[str, Any] | None = None) -> RunConfig:
     """Read, merge (file < --set < command-line options) and validate a run configuration."""
     merged = dict(overrides or {})
     merged.update(commandline or {})

@@ -1,0 +1,72 @@
+"""Pieces shared by the commands: the quiet flag and the progress line of long runs.
+
+The library reports progress through callbacks; how it is shown (a rewritten line on a
+terminal, a log line every ``interval`` seconds otherwise, nothing when quiet) is decided here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from typing import Any
+
+import click
+
+log = logging.getLogger("thermonet.run")
+
+
+def is_quiet(ctx: click.Context, quiet: bool) -> bool:
+    """``--quiet`` of the command or of ``thermonet -q``."""
+    root = ctx.find_root()
+    return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def clock(seconds: float) -> str:
+    """``HH:MM:SS`` of a duration (``--:--:--`` if unknown)."""
+    if not math.isfinite(seconds):
+        return "--:--:--"
+    return time.strftime("%H:%M:%S", time.gmtime(max(seconds, 0.0)))
+
+
+class RunProgress:
+    """The progress of ``thermonet run``/``resume``, a callback of :meth:`thermonet.runner.Run.run`.
+
+    On a terminal: a bar with the acceptance rates, E(T_min), the rate and the ETA, rewritten
+    in place; otherwise a log line every ``interval`` seconds (and at the end); nothing when
+    ``quiet``.
+    """
+
+    def __init__(self, quiet: bool = False, stream: Any = None, interval: float = 10.0) -> None:
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval
+        self.t0 = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, report: Any) -> None:
+        """Show ``report`` (a :class:`thermonet.runner.RunProgress` record)."""
+        if self.quiet:
+            return
+        now = time.monotonic()
+        done, total = report.iteration, report.total
+        rate = (done - report.start) / max(now - self.t0, 1e-9)
+        eta = (total - done) / rate if rate > 0 else math.inf
+        msg = (f"iteration {done}/{total}  acc {report.acceptance:.2f}  "
+               f"swap {report.swap_acceptance:.2f}  E(T_min) {report.energy:.4g}  "
+               f"{rate:.2f} it/s  ETA {clock(eta) if math.isfinite(eta) else '--'}")
+        if self.tty:
+            width = 24
+            filled = int(width * done / max(total, 1))
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {msg}\x1b[K")
+            self.stream.flush()
+            if done >= total:
+                self.stream.write("\n")
+        elif now - self.last >= self.interval or done >= total:
+            self.last = now
+            log.info(msg)
+
+
+__all__ = ["RunProgress", "clock", "is_quiet"]

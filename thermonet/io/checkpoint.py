@@ -1,0 +1,146 @@
+"""A run directory and its ``checkpoint.h5``: everything needed to continue a run exactly.
+
+A run directory holds::
+
+    config.toml          the resolved configuration (every default explicit, with origins)
+    checkpoint.h5        everything needed to continue exactly; replaced atomically
+    trace/               per-iteration records, one immutable HDF5 segment per checkpoint
+    thermonet.log        the log
+
+Crash safety: the iterations since the previous checkpoint are first written as a trace segment
+(:mod:`thermonet.io.trace`), then the checkpoint replaces ``checkpoint.h5`` atomically
+(:mod:`thermonet.io.atomic`). A kill at any moment leaves the previous checkpoint and every
+segment up to it intact. The checkpoint's ``iteration`` is the commit point: on resume, segments
+beyond it and temporary files are removed, and the run regenerates those iterations identically
+from the saved random-generator states. See docs/formats.md for every dataset.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from thermonet import __version__
+from thermonet.errors import CheckpointError, CheckpointFormatError
+from thermonet.io.atomic import write_h5
+from thermonet.io.h5 import open_h5, write_header
+from thermonet.io.jsonable import utc_now
+
+CHECKPOINT_FORMAT = "thermonet.checkpoint"
+#: the layout version written; :data:`READABLE_VERSIONS` are read
+FORMAT_VERSION = 1
+READABLE_VERSIONS = (1,)
+CHECKPOINT = "checkpoint.h5"
+CONFIG = "config.toml"
+LOG = "thermonet.log"
+
+
+@dataclass
+class Checkpoint:
+    """Contents of ``checkpoint.h5``.
+
+    Attributes
+    ----------
+    iteration : int
+        Completed iterations (the commit point).
+    run_uuid : str
+    config_toml : str
+        The resolved configuration.
+    config_sources : dict
+    plugins : dict
+        role -> {name, value, distribution, version} of every plugin the run used.
+    rng_states : list of dict
+        ``bit_generator.state`` of every random stream (the slots', then the swaps').
+    slots : dict of str -> ndarray
+        One array per field of the per-temperature sampler's state, stacked over slots
+        (leading axis K).
+    replica_k : ndarray of int64, shape (K,)
+    temperatures : ndarray of float64, shape (K,)
+    counters : dict
+        JSON-serialisable cumulative counters (elapsed seconds, ...).
+    thermonet_version : str
+    created_utc : str
+    blas_backend : str
+        The kernels' BLAS backend of the process that wrote the checkpoint, handed in by the
+        writer ("" for checkpoints from before it was recorded).
+    """
+
+    iteration: int
+    run_uuid: str
+    config_toml: str
+    config_sources: dict[str, str]
+    plugins: dict[str, Any]
+    rng_states: list[dict[str, Any]]
+    slots: dict[str, np.ndarray]
+    replica_k: np.ndarray
+    temperatures: np.ndarray
+    counters: dict[str, Any]
+    thermonet_version: str = __version__
+    created_utc: str = ""
+    blas_backend: str = ""
+
+
+def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
+    """Atomically replace ``run_dir/checkpoint.h5`` with ``ck``."""
+    path = Path(run_dir) / CHECKPOINT
+
+    def fill(fh: Any) -> None:
+        now = utc_now()
+        write_header(
+            fh, CHECKPOINT_FORMAT, FORMAT_VERSION, blas_backend=ck.blas_backend,
+            run_uuid=ck.run_uuid, iteration=np.int64(ck.iteration),
+            config_toml=ck.config_toml,
+            config_sources=json.dumps(ck.config_sources, sort_keys=True),
+            plugins=json.dumps(ck.plugins, sort_keys=True),
+            # PCG64 states hold 128-bit integers: JSON strings round-trip exactly
+            rng=json.dumps(ck.rng_states),
+            counters=json.dumps(ck.counters, sort_keys=True),
+            created_utc=ck.created_utc or now, updated_utc=now)
+        group = fh.create_group("state")
+        for name, arr in ck.slots.items():
+            d = group.create_dataset(name, data=arr)
+            d.attrs["axes"] = "slot" + (",param" if np.ndim(arr) == 2 else "")
+        ladder = fh.create_group("ladder")
+        ladder.create_dataset("temperature_k", data=ck.temperatures).attrs["axes"] = "slot"
+        ladder.create_dataset("replica_k", data=ck.replica_k).attrs["axes"] = "slot"
+
+    write_h5(path, fill)
+    return path
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """Read a checkpoint with one-line errors for missing, corrupt or foreign files."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CHECKPOINT
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}; is this a thermonet run directory "
+                              "(made by `thermonet run`)?")
+    with open_h5(path, CHECKPOINT_FORMAT, READABLE_VERSIONS, what="thermonet checkpoint") as fh:
+        try:
+            return Checkpoint(
+                iteration=int(fh.attrs["iteration"]),
+                run_uuid=str(fh.attrs["run_uuid"]),
+                config_toml=str(fh.attrs["config_toml"]),
+                config_sources=json.loads(fh.attrs["config_sources"]),
+                plugins=json.loads(fh.attrs["plugins"]),
+                rng_states=json.loads(fh.attrs["rng"]),
+                slots={k: fh["state"][k][()] for k in fh["state"]},
+                replica_k=fh["ladder/replica_k"][()],
+                temperatures=fh["ladder/temperature_k"][()],
+                counters=json.loads(fh.attrs["counters"]),
+                thermonet_version=str(fh.attrs["thermonet_version"]),
+                created_utc=str(fh.attrs.get("created_utc", "")),
+                blas_backend=str(fh.attrs.get("blas_backend", "")),
+            )
+        except (KeyError, ValueError, OSError) as err:
+            raise CheckpointFormatError(f"{path} is incomplete or corrupt ({err}); expected a "
+                                        "thermonet checkpoint") from None
+
+
+__all__ = ["CHECKPOINT", "CHECKPOINT_FORMAT", "CONFIG", "Checkpoint", "FORMAT_VERSION", "LOG",
+           "READABLE_VERSIONS", "read_checkpoint", "write_checkpoint"]

@@ -1,0 +1,294 @@
+"""Replica exchange over a temperature ladder: the paper's Algorithm 2, and the engine of every
+run (a single chain is a one-rung ladder).
+
+Each iteration runs ``n_trajectories`` transitions of a per-temperature sampler at every slot
+and attempts exchanges of configurations between adjacent slots with probability
+``min(1, exp((beta_j - beta_{j+1}) (E_j - E_{j+1})))``; which pairs, and whether before or after
+the transitions, is the swap scheme's choice (:mod:`thermonet.tempering.swaps`).
+
+Random streams: slot k draws only from ``streams.slots[k]``, the swaps only from
+``streams.swap``. The streams are spawned from one seed (:func:`make_streams`) and the slots'
+work is independent within an iteration, so the result is bitwise the same for any executor and
+any number of workers.
+
+This module takes the sampler class from its caller (the runner gets it from the registry), so
+it depends on no concrete plugin.
+
+References
+----------
+Baldock & Marzari, arXiv:1904.04154, Alg. 2, Sec. 3.3.2 (initialisation) and Table 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from thermonet._types import FloatArray, IntArray
+from thermonet.api import as_theta
+from thermonet.errors import ConfigError
+from thermonet.parallel import Executor, make_executor
+from thermonet.tempering.ladder import Ladder
+from thermonet.tempering.swaps import RandomPairs, swap_log_acceptance
+
+
+class Streams(NamedTuple):
+    """The random streams of a replica-exchange run: one per slot and one for the swaps."""
+
+    slots: tuple[np.random.Generator, ...]   #: (K,) slot k's generator
+    swap: np.random.Generator                #: the swap scheme's generator
+
+    def all(self) -> list[np.random.Generator]:
+        """Every generator in checkpoint order: the slots, then the swap stream."""
+        return [*self.slots, self.swap]
+
+
+def make_streams(seed: Any, n_slots: int) -> Streams:
+    """K + 1 independent generators spawned from one seed (slots first, then the swaps)."""
+    seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    gens = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(n_slots + 1)]
+    return Streams(tuple(gens[:n_slots]), gens[n_slots])
+
+
+class REState(NamedTuple):
+    """State of a replica-exchange run; slot k is temperature k (ascending)."""
+
+    slots: tuple[Any, ...]   #: the per-temperature sampler's state at each slot
+    replica_k: IntArray      #: (K,) which replica (walker id) sits at slot k
+
+
+class REInfo(NamedTuple):
+    """Diagnostics of one replica-exchange iteration.
+
+    ``AXES`` names the trailing axis of each field (``slot``: K values, ``pair``: K - 1);
+    the trace writer uses it.
+    """
+
+    energy_k: FloatArray          #: (K,) E at each slot after the iteration
+    n_accepted_k: IntArray        #: (K,) accepted transitions this iteration
+    n_divergent_k: IntArray       #: (K,) divergent transitions this iteration
+    step_size_k: FloatArray       #: (K,)
+    swap_attempted_k: IntArray    #: (K-1,) attempts on pair (k, k+1)
+    swap_accepted_k: IntArray     #: (K-1,) accepted exchanges on pair (k, k+1)
+    replica_k: IntArray           #: (K,) replica at each slot after the iteration
+
+
+#: trailing axis of each field (a class attribute: NamedTuple annotations are fields)
+REInfo.AXES = {  # type: ignore[attr-defined]"energy_k": "slot", "n_accepted_k": "slot", "n_divergent_k": "slot",
+               "step_size_k": "slot", "swap_attempted_k": "pair", "swap_accepted_k": "pair",
+               "replica_k": "slot"}
+
+
+class ReplicaExchange:
+    """Replica exchange over ``ladder`` with one ``sampler_cls`` sampler at each slot.
+
+    Parameters
+    ----------
+    sampler_cls : type
+        A sampler class (the :class:`thermonet.api.Sampler` contract); one instance per slot.
+    potential : thermonet.api.Potential
+        The untempered energy E(w); slot k > 0 works on ``potential.copy()`` (own scratch).
+    ladder : Ladder
+        The temperatures, slot k at ``ladder.temperature_k[k]``.
+    prior : BoxPrior, optional
+    masses : ndarray of float64, shape (n_params,), optional
+    sampler_config : the sampler's ``Config``, optional
+        Used as given by every slot (built once by the caller; None: the sampler's defaults).
+    n_trajectories : int
+        Transitions per slot per iteration (N_traj of Table 1).
+    swap : swap scheme, optional
+        See :mod:`thermonet.tempering.swaps` (default: :class:`RandomPairs` with K attempts).
+    executor : Executor, optional
+        Runs the slots of an iteration (default: ``workers`` threads). Never changes the result.
+    workers : int
+        Threads when no executor is given.
+    """
+
+    State: ClassVar[type] = REState
+    Info: ClassVar[type] = REInfo
+
+    def __init__(self, sampler_cls: type, potential: Any, ladder: Ladder, *, prior: Any = None,
+                 masses: Any = None, sampler_config: Any = None, n_trajectories: int = 1,
+                 swap: Any = None, executor: Executor | None = None, workers: int = 1) -> None:
+        if not isinstance(ladder, Ladder):
+            raise TypeError(f"ladder must be a thermonet.tempering.Ladder; got "
+                            f"{type(ladder).__name__}")
+        if not (isinstance(n_trajectories, (int, np.integer)) and n_trajectories >= 1):
+            raise ConfigError(f"n_trajectories = {n_trajectories}; expected >= 1")
+        if executor is None and workers < 1:
+            raise ConfigError(f"workers = {workers}; expected >= 1")
+        self.potential = potential
+        self.prior = prior
+        self.ladder = ladder
+        self.n_trajectories = int(n_trajectories)
+        self.swap = swap if swap is not None else RandomPairs()
+        #: runs the slots of an iteration
+        self.executor = executor if executor is not None else make_executor(workers)
+        config = sampler_config
+        if config is None and getattr(sampler_cls, "Config", None) is not None:
+            config = sampler_cls.Config()
+        # one potential per slot: each owns its scratch space, so slots can run in threads
+        self.samplers = [sampler_cls(potential if k == 0 else potential.copy(), prior=prior,
+                                     temperature=float(t), masses=masses, config=config)
+                         for k, t in enumerate(ladder.temperature_k)]
+        self.masses = self.samplers[0].masses
+
+    @property
+    def n_slots(self) -> int:
+        """K, the number of slots (ladder rungs)."""
+        return len(self.samplers)
+
+    @property
+    def temperatures(self) -> FloatArray:
+        """The ladder's temperatures (``ladder.temperature_k``)."""
+        return self.ladder.temperature_k
+
+    @property
+    def beta_k(self) -> FloatArray:
+        """The ladder's inverse temperatures (``ladder.beta_k``)."""
+        return self.ladder.beta_k
+
+    def make_streams(self, seed: Any) -> Streams:
+        """The K + 1 streams of this ladder from one seed (see :func:`make_streams`)."""
+        return make_streams(seed, self.n_slots)
+
+    # -- starting points -------------------------------------------------------------------
+
+    def init(self, theta0: Any) -> REState:
+        """``theta0``: one vector for every slot, or an array of shape (K, n_params)."""
+        arr = np.asarray(theta0, dtype=np.float64)
+        n = self.potential.n_params
+        if arr.ndim == 1:
+            arr = np.broadcast_to(arr, (self.n_slots, n))
+        if arr.shape != (self.n_slots, n):
+            raise ConfigError(f"initial parameters have shape {arr.shape}; expected ({n},) or "
+                              f"({self.n_slots}, {n})")
+        slots = tuple(s.init(as_theta(arr[k], n)) for k, s in enumerate(self.samplers))
+        return REState(slots, np.arange(self.n_slots, dtype=np.int64))
+
+    def burn_in(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
+                minimiser: Any = None, blocks: Sequence[int] = (20, 80)) -> REState:
+        """The paper's initialisation (Sec. 3.3.2), per slot:
+
+        1. draw w with ``draw(rng)`` (the standard initialisation U(±1/sqrt(k_i))) from the
+           slot's own stream;
+        2. minimise it with ``minimiser`` (Alg. 3), if given;
+        3. burn in: for each count n in ``blocks``, adapt dt coarsely (factor 0.1), then run n
+           transitions at the slot's temperature.
+
+        Finally every slot's dt is adapted once more (factor 0.1), as the paper's code does.
+        Slots run in parallel on the executor; the result does not depend on it.
+        """
+        n = self.potential.n_params
+        rngs = _slot_streams(streams, self.n_slots)
+
+        def run(k: int) -> Any:
+            rng = rngs[k]
+            sampler = self.samplers[k]
+            theta = as_theta(draw(rng), n, what="initial draw")
+            if minimiser is not None:
+                theta = minimiser.minimise(sampler.potential, theta, prior=self.prior).theta
+            state = sampler.init(theta)
+            for n_steps in blocks:
+                state = sampler.adapt(state, rng, factor=0.1)
+                for _ in range(int(n_steps)):
+                    state, _ = sampler.step(state, rng)
+            return sampler.adapt(state, rng, factor=0.1)
+
+        slots = tuple(self.executor.map(run, range(self.n_slots)))
+        return REState(slots, np.arange(self.n_slots, dtype=np.int64))
+
+    def initialise(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
+                   minimiser: Any = None, burn_in: Sequence[int] = (20, 80)) -> REState:
+        """Alias of :meth:`burn_in` (``burn_in`` there is ``blocks`` here)."""
+        return self.burn_in(draw, streams, minimiser=minimiser, blocks=burn_in)
+
+    # -- one iteration ---------------------------------------------------------------------
+
+    def _propagate(self, slots: Sequence[Any], rngs: Sequence[np.random.Generator]
+                   ) -> tuple[list[Any], IntArray, IntArray]:
+        n_traj = self.n_trajectories
+
+        def run(k: int) -> tuple[Any, int, int]:
+            state, n_accepted, n_divergent = slots[k], 0, 0
+            for _ in range(n_traj):
+                state, info = self.samplers[k].step(state, rngs[k])
+                n_accepted += bool(info.is_accepted)
+                n_divergent += bool(getattr(info, "is_divergent", False))
+            return state, n_accepted, n_divergent
+
+        results = self.executor.map(run, range(self.n_slots))
+        return ([r[0] for r in results], np.array([r[1] for r in results], dtype=np.int64),
+                np.array([r[2] for r in results], dtype=np.int64))
+
+    def _try_swap(self, slots: list[Any], replica_k: IntArray, j: int,
+                  rng: np.random.Generator) -> bool:
+        """Attempt to exchange the configurations of slots j and j+1 (Alg. 2)."""
+        beta = self.ladder.beta_k
+        log_a = swap_log_acceptance(beta[j], beta[j + 1], slots[j].energy, slots[j + 1].energy)
+        log_u = math.log(rng.random())
+        if not (log_u < log_a):
+            return False
+        t = self.ladder.temperature_k
+        low, high = self.samplers[j], self.samplers[j + 1]
+        new_j = low.take_configuration(slots[j], slots[j + 1], float(t[j + 1]))
+        new_k = high.take_configuration(slots[j + 1], slots[j], float(t[j]))
+        slots[j], slots[j + 1] = new_j, new_k
+        replica_k[j], replica_k[j + 1] = replica_k[j + 1], replica_k[j]
+        return True
+
+    def _swaps(self, slots: list[Any], replica_k: IntArray, rng: np.random.Generator
+               ) -> tuple[IntArray, IntArray]:
+        n_pairs = self.n_slots - 1
+        attempted = np.zeros(max(n_pairs, 0), dtype=np.int64)
+        accepted = np.zeros(max(n_pairs, 0), dtype=np.int64)
+        if n_pairs < 1:
+            return attempted, accepted
+        for j in self.swap.pairs(n_pairs, rng):
+            attempted[j] += 1
+            accepted[j] += self._try_swap(slots, replica_k, int(j), rng)
+        return attempted, accepted
+
+    def step(self, state: REState, streams: Streams) -> tuple[REState, REInfo]:
+        """One iteration of Algorithm 2: transitions at every slot and the scheme's swaps."""
+        rngs = _slot_streams(streams, self.n_slots)
+        swap_rng = streams.swap if isinstance(streams, Streams) else streams[self.n_slots]
+        replica_k = state.replica_k.copy()
+        if self.swap.before_propagation:
+            slots = list(state.slots)
+            attempted, accepted = self._swaps(slots, replica_k, swap_rng)
+            slots, n_acc, n_div = self._propagate(slots, rngs)
+        else:
+            slots, n_acc, n_div = self._propagate(state.slots, rngs)
+            attempted, accepted = self._swaps(slots, replica_k, swap_rng)
+        info = REInfo(np.array([s.energy for s in slots]), n_acc, n_div,
+                      np.array([s.step_size for s in slots]), attempted, accepted,
+                      replica_k.copy())
+        return REState(tuple(slots), replica_k), info
+
+    def adapt(self, state: REState, streams: Streams, factor: float = 0.9,
+              **options: Any) -> REState:
+        """Adapt every slot's step size (in parallel over slots, own stream each)."""
+        rngs = _slot_streams(streams, self.n_slots)
+
+        def run(k: int) -> Any:
+            return self.samplers[k].adapt(state.slots[k], rngs[k], factor=factor, **options)
+
+        return state._replace(slots=tuple(self.executor.map(run, range(self.n_slots))))
+
+
+def _slot_streams(streams: Any, n_slots: int) -> Sequence[np.random.Generator]:
+    """The per-slot generators of ``streams``: a :class:`Streams`, or (for callers written
+    against the older sampler-style API) a sequence of K + 1 generators."""
+    if isinstance(streams, Streams):
+        if len(streams.slots) != n_slots:
+            raise ConfigError(f"replica exchange has {n_slots} slots; the streams have "
+                              f"{len(streams.slots)}")
+        return streams.slots
+    if len(streams) != n_slots + 1:
+        raise ConfigError(f"replica exchange needs {n_slots + 1} random streams (one per slot "
+                          f"and one for swaps); got {len(streams)}")
+    return streams

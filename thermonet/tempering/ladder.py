@@ -1,0 +1,103 @@
+"""The temperature ladder of a replica-exchange run: one immutable object everywhere.
+
+Slot k of a ladder holds temperature ``T_k`` (strictly ascending, ``T_0`` the coldest) and its
+inverse ``beta_k = 1/T_k``. A single chain is a one-rung ladder (:meth:`Ladder.single`). The
+configuration builds the ladder once; the engine, the swap rule, the checkpoint and resume all
+read this one object.
+
+References
+----------
+Baldock & Marzari, arXiv:1904.04154, Alg. 2 and Table 1 (geometric ladders of 112 temperatures
+on [1e-2, 1e2] and 84 on [10^-1.5, 10^1.5]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from thermonet._types import FloatArray
+from thermonet.errors import ConfigError
+
+
+def geometric_temperatures(t_min: float, t_max: float, n: int) -> FloatArray:
+    """``T_i = t_min (t_max/t_min)^(i/(n-1))``, i = 0..n-1 (``[t_min]`` for n = 1)."""
+    if n == 1:
+        return np.array([float(t_min)])
+    return t_min * (t_max / t_min) ** (np.arange(n) / (n - 1))
+
+
+@dataclass(frozen=True, eq=False)
+class Ladder:
+    """An ascending ladder of K >= 1 temperatures.
+
+    Build it with :meth:`geometric`, :meth:`from_temperatures` or :meth:`single`; each checks
+    its input and raises a one-line :class:`~thermonet.errors.ConfigError`.
+
+    Attributes
+    ----------
+    temperature_k : ndarray of float64, shape (K,)
+        T_k, strictly ascending and positive (read-only).
+    beta_k : ndarray of float64, shape (K,)
+        1/T_k (read-only).
+    """
+
+    temperature_k: FloatArray
+    beta_k: FloatArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        t = np.array(self.temperature_k, dtype=np.float64)
+        if (t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(t <= 0)
+                or np.any(np.diff(t) <= 0)):
+            raise ConfigError(f"temperatures = {np.asarray(self.temperature_k).tolist()}; "
+                              "expected a strictly ascending list of positive numbers")
+        t.flags.writeable = False
+        beta = 1.0 / t
+        beta.flags.writeable = False
+        object.__setattr__(self, "temperature_k", t)
+        object.__setattr__(self, "beta_k", beta)
+
+    @classmethod
+    def geometric(cls, t_min: float, t_max: float, n: int) -> Ladder:
+        """``n`` temperatures spaced geometrically from ``t_min`` to ``t_max``."""
+        if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
+            raise ConfigError(f"n_temperatures = {n!r}; expected an integer >= 1")
+        if not (np.isfinite(t_min) and t_min > 0):
+            raise ConfigError(f"t_min = {t_min!r}; expected a positive temperature")
+        if not (np.isfinite(t_max) and t_max >= t_min):
+            raise ConfigError(f"t_max = {t_max!r} is below t_min = {t_min!r}; expected "
+                              "t_min <= t_max")
+        if n > 1 and t_max == t_min:
+            raise ConfigError(f"t_min = t_max = {t_min} with {n} temperatures; expected "
+                              "t_min < t_max")
+        return cls(geometric_temperatures(t_min, t_max, int(n)))
+
+    @classmethod
+    def from_temperatures(cls, temperatures: Sequence[float] | FloatArray) -> Ladder:
+        """An explicit ladder (strictly ascending positive temperatures)."""
+        return cls(np.asarray(temperatures, dtype=np.float64))
+
+    @classmethod
+    def single(cls, temperature: float = 1.0) -> Ladder:
+        """A single chain at ``temperature``: a one-rung ladder."""
+        if not (np.isfinite(temperature) and temperature > 0):
+            raise ConfigError(f"temperature T = {temperature}; expected a positive finite "
+                              "number")
+        return cls(np.array([float(temperature)]))
+
+    @property
+    def n_temperatures(self) -> int:
+        """K, the number of rungs."""
+        return int(self.temperature_k.size)
+
+    def __len__(self) -> int:
+        return self.n_temperatures
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Ladder)
+                and np.array_equal(self.temperature_k, other.temperature_k))
+
+    def __hash__(self) -> int:
+        return hash(self.temperature_k.tobytes())
