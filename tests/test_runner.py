@@ -40,6 +40,18 @@ prior_scale = 12.0
 minimise = false
 burn_in = [3]
 [sampler]
+name = "hmc"
+n_leapfrog = 5
+step_size = 0.3
+[ladder]
+n_temperatures = 4
+t_min = 0.5
+t_max = 8.0
+n_trajectories = 2
+"""
+
+#: GAUSS in the form used before [ladder] existed
+GAUSS_LEGACY = GAUSS.split("[sampler]")[0] + """[sampler]
 name = "rehmc"
 n_temperatures = 4
 t_min = 0.5
@@ -67,14 +79,14 @@ burn_in = [2]
 name = "rmin"
 max_steps = 50
 [sampler]
-name = "rehmc"
+name = "hmc"
+n_leapfrog = 5
+step_size = 0.005
+[ladder]
 n_temperatures = 3
 t_min = 0.3
 t_max = 3.0
 n_trajectories = 1
-[sampler.inner]
-n_leapfrog = 5
-step_size = 0.005
 """
 
 
@@ -112,17 +124,21 @@ def _assert_same(a: dict, b: dict) -> None:
 # --- configs -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("edit,match", [
-    ("[sampler]\nname = 'rehmc'\nsetp_size = 1\n", "unknown key 'setp_size' in \\[sampler\\]"),
-    ("[sampler]\nname = 'rehmc'\nt_mni = 1\n", "did you mean 't_min'"),
+    ("[sampler]\nname = 'hmc'\nsetp_size = 1\n", "unknown key 'setp_size' in \\[sampler\\]"),
+    ("[ladder]\nt_mni = 1\n", "did you mean 't_min'"),
     ("[run]\nn_iteratons = 5\n", "did you mean 'n_iterations'"),
-    ("[sampler]\nname = 'rehmc'\nt_min = 2.0\nt_max = 1.0\n", "t_max = 1.0 is below t_min = 2.0"),
-    ("[sampler]\nname = 'rehmc'\nt_min = -1.0\n", "t_min = -1.0"),
-    ("[sampler]\nname = 'rehmc'\n[sampler.inner]\nstep_size = 0.0\n", "step_size = 0.0"),
-    ("[sampler]\nname = 'rehmc'\n[sampler.inner]\naccept_window = [0.5, 1.2]\n",
-     "0 < low < high < 1"),
-    ("[sampler]\nname = 'hmc'\ntemperature = -2.0\n", "sampler.temperature = -2.0"),
+    ("[ladder]\nn_temperatures = 4\nt_min = 2.0\nt_max = 1.0\n",
+     "t_max = 1.0 is below t_min = 2.0"),
+    ("[ladder]\nt_min = -1.0\n", "ladder.t_min = -1.0 is out of range"),
+    ("[ladder]\ntemperatures = [1.0, 0.5]\n", "strictly ascending"),
+    ("[ladder]\ntemperatures = [0.5, 1.0]\nt_min = 0.1\n", "ladder.t_min = 0.1 disagrees"),
+    ("[ladder]\nswap_scheme = 'all'\n", "swap_scheme = 'all' is out of range"),
+    ("[sampler]\nstep_size = 0.0\n", "step_size = 0.0"),
+    ("[sampler]\naccept_window = [0.5, 1.2]\n", "0 < low < high < 1"),
+    ("[sampler]\nname = 'hmc'\ntemperature = 2.0\n[ladder]\nt_min = 1.0\n",
+     "unknown key 'temperature' in \\[sampler\\]"),
     ("[run]\nn_iterations = 'many'\n", "run.n_iterations = 'many' has the wrong type"),
-    ("[sampler]\nname = 'rehmc'\nn_temperatures = 2.5\n", "n_temperatures = 2.5"),
+    ("[ladder]\nn_temperatures = 2.5\n", "n_temperatures = 2.5"),
     ("[samplr]\nname = 'hmc'\n", "unknown section \\[samplr\\]; did you mean 'sampler'"),
     ("[sampler]\nname = 'nuts'\n", "no sampler named 'nuts'"),
     ("[run]\nadapt_factor = 1.5\n", "adapt_factor = 1.5 is out of range"),
@@ -135,13 +151,13 @@ def test_config_errors_name_key_value_and_allowed(tmp_path, edit, match):
 
 
 def test_resolved_config_round_trips_with_sources(gauss_cfg):
-    cfg = cfgmod.load(gauss_cfg, cfgmod.parse_set(["sampler.t_max=16", "run.workers=2"]),
+    cfg = cfgmod.load(gauss_cfg, cfgmod.parse_set(["ladder.t_max=16", "run.workers=2"]),
                       {"run.seed": 9})
-    assert cfg["sampler"]["t_max"] == 16.0 and cfg["run"]["seed"] == 9
-    assert cfg.sources["sampler.t_max"] == "set"
+    assert cfg["ladder"]["t_max"] == 16.0 and cfg["run"]["seed"] == 9
+    assert cfg.sources["ladder.t_max"] == "set"
     assert cfg.sources["run.seed"] == "commandline"
-    assert cfg.sources["sampler.t_min"] == "config"
-    assert cfg.sources["sampler.inner.wall"] == "default"
+    assert cfg.sources["ladder.t_min"] == "config"
+    assert cfg.sources["sampler.wall"] == "default"
     text = cfg.to_toml()
     assert "t_max = 16.0  # set" in text and 'wall = "endpoint"  # default' in text
     import tomllib
@@ -273,7 +289,7 @@ def test_resume_refuses_a_changed_config(gauss_cfg, tmp_path):
     (out / "config.toml").write_text(text.replace("t_max = 8.0", "t_max = 9.0"))
     res = _invoke("resume", out)
     assert res.exit_code == 1
-    assert "sampler.t_max: 8.0 -> 9.0" in res.output
+    assert "ladder.t_max: 8.0 -> 9.0" in res.output
     # extending the run is allowed
     (out / "config.toml").write_text(text.replace("n_iterations = 3", "n_iterations = 4"))
     res = _invoke("-q", "resume", out)
@@ -373,21 +389,101 @@ class _Stream:
 
 
 def test_progress_bar_on_a_terminal_log_lines_otherwise_nothing_when_quiet(caplog):
-    from thermonet.runner import Progress
+    from thermonet.cli.options import RunProgress as ProgressLine
+    from thermonet.runner import RunProgress
 
     tty = _Stream(True)
-    p = Progress(10, 0, stream=tty)
-    p.update(5, 0.61, 0.3, 12.5)
-    p.update(10, 0.62, 0.3, 12.0)
+    p = ProgressLine(stream=tty)
+    p(RunProgress(5, 10, 0, 0.61, 0.3, 12.5))
+    p(RunProgress(10, 10, 0, 0.62, 0.3, 12.0))
     assert "\r[" in tty.text and "ETA" in tty.text and "acc 0.62" in tty.text
     assert "swap 0.30" in tty.text and tty.text.endswith("\n")
     pipe = _Stream(False)
     with caplog.at_level("INFO", logger="thermonet.run"):
-        p = Progress(10, 0, stream=pipe, interval=0.0)
-        p.update(3, 0.5, 0.2, 1.0)
+        p = ProgressLine(stream=pipe, interval=0.0)
+        p(RunProgress(3, 10, 0, 0.5, 0.2, 1.0))
     assert pipe.text == ""
     assert any("iteration 3/10" in r.message and "ETA" in r.message for r in caplog.records)
     quiet = _Stream(True)
     caplog.clear()
-    Progress(10, 0, quiet=True, stream=quiet).update(10, 0.5, 0.2, 1.0)
+    ProgressLine(quiet=True, stream=quiet)(RunProgress(10, 10, 0, 0.5, 0.2, 1.0))
     assert quiet.text == "" and not caplog.records
+
+
+def test_run_reports_progress_through_its_callback(gauss_cfg, tmp_path):
+    reports = []
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 4}), tmp_path / "r").run(
+        reports.append)
+    detach_log()
+    assert [r.iteration for r in reports] == [1, 2, 3, 4]
+    assert all(r.total == 4 and r.start == 0 for r in reports)
+    assert all(0 <= r.acceptance <= 1 and 0 <= r.swap_acceptance <= 1 for r in reports)
+
+
+# --- configurations written before [ladder] -------------------------------------------------------
+
+def test_legacy_rehmc_config_is_translated_with_a_warning(tmp_path):
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(GAUSS_LEGACY)
+    new.write_text(GAUSS)
+    with pytest.warns(DeprecationWarning, match=r"\[ladder\] n_temperatures = 4, t_min = 0.5"):
+        translated = cfgmod.load(old)
+    expected = cfgmod.load(new)
+    assert cfgmod.diff(translated, expected) == []
+    assert translated.ladder == expected.ladder
+    assert translated.configs["sampler"] == expected.configs["sampler"]
+    assert "rehmc" not in translated.to_toml() and "[ladder]" in translated.to_toml()
+    # the old defaults of the rehmc ladder, not today's one-rung default
+    p = tmp_path / "bare.toml"
+    p.write_text("[sampler]\nname = 'rehmc'\n[sampler.inner]\nn_leapfrog = 3\n")
+    with pytest.warns(DeprecationWarning, match='name = "hmc", n_leapfrog = 3'):
+        cfg = cfgmod.load(p)
+    assert (cfg["ladder"]["n_temperatures"], cfg["ladder"]["t_min"], cfg["ladder"]["t_max"],
+            cfg["ladder"]["n_trajectories"]) == (16, 1e-2, 1.0, 10)
+    with pytest.warns(DeprecationWarning, match="t_max = 16,"):
+        cfg = cfgmod.load(old, {"sampler.t_max": 16})
+    assert cfg["ladder"]["t_max"] == 16.0 and cfg.sources["ladder.t_max"] == "set"
+
+
+def test_legacy_single_chain_config_is_a_one_rung_ladder(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("[sampler]\nname = 'hmc'\ntemperature = 2.0\nn_trajectories = 3\n")
+    with pytest.warns(DeprecationWarning, match=r"\[ladder\] temperatures = \[2.0\], "
+                                                r"n_trajectories = 3"):
+        cfg = cfgmod.load(p)
+    assert cfg.ladder == cfgmod.resolve({"ladder": {"temperatures": [2.0]}}).ladder
+    assert cfg["ladder"]["n_trajectories"] == 3 and "temperature" not in cfg["sampler"]
+
+
+def test_legacy_config_runs_bit_for_bit_like_the_new_form(gauss_cfg, tmp_path):
+    old = tmp_path / "old.toml"
+    old.write_text(GAUSS_LEGACY)
+    res = _invoke("-q", "run", old, "--out", tmp_path / "a", "--set", "run.n_iterations=6")
+    assert res.exit_code == 0, res.output
+    assert "Warning: [sampler] name = \"rehmc\"" in res.output
+    assert "[ladder]" in (tmp_path / "a" / "config.toml").read_text()
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 6}), tmp_path / "b").run()
+    detach_log()
+    _assert_same(_tree(tmp_path / "a"), _tree(tmp_path / "b"))
+
+
+def test_a_checkpoint_with_a_legacy_config_resumes(gauss_cfg, tmp_path):
+    """A run directory written before [ladder] (its stored config in the old form) resumes
+    bit for bit, and its config.toml is rewritten in the new form."""
+    straight, old = tmp_path / "straight", tmp_path / "old"
+    Run.create(cfgmod.load(gauss_cfg), straight).run()
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 6}), old).run()
+    detach_log()
+    legacy_text = GAUSS_LEGACY.replace("n_iterations = 12", "n_iterations = 6")
+    with h5py.File(old / "checkpoint.h5", "r+") as fh:
+        fh.attrs["config_toml"] = legacy_text
+        sources = json.loads(fh.attrs["config_sources"])
+        fh.attrs["config_sources"] = json.dumps({k.replace("ladder.", "sampler."): v
+                                                 for k, v in sources.items()})
+    (old / "config.toml").write_text(legacy_text)
+    Run.open(old, n_iterations=12).run()
+    detach_log()
+    _assert_same(_tree(straight), _tree(old))
+    text = (old / "config.toml").read_text()
+    assert "[ladder]" in text and "rehmc" not in text
+    assert "n_leapfrog = 5  # config" in text

@@ -1,4 +1,4 @@
-"""HMC and replica-exchange HMC: leapfrog properties and statistical tests on exact targets.
+"""HMC: leapfrog properties and statistical tests on exact targets.
 
 Statistical assertions use fixed seeds and compare with exact values in units of the
 estimator's own error bar (batch means over correlated chains): |estimate - exact| < 4 sigma.
@@ -18,9 +18,8 @@ from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.priors import BoxPrior
 from thermonet.samplers.hmc import HMC
-from thermonet.samplers.rehmc import REHMCConfig, ReplicaExchangeHMC, geometric_ladder
 from thermonet.stats import batch_means
-from thermonet.testsystems import DoubleWell, Flat, Gaussian, GaussianMixture
+from thermonet.testsystems import DoubleWell, Flat, Gaussian
 
 Z = 4.0  # tolerance in standard errors
 
@@ -236,123 +235,6 @@ def test_hmc_config_errors(bad, match):
 def test_negative_temperature_is_rejected():
     with pytest.raises(ConfigError, match="temperature T = -1.0"):
         HMC(Gaussian(n=1).potential(), temperature=-1.0)
-
-
-# --- replica exchange -----------------------------------------------------------------------
-
-def test_table1_ladders_are_expressible():
-    t = REHMCConfig(n_temperatures=112, t_min=1e-2, t_max=1e2).ladder()
-    assert t.size == 112 and t[0] == pytest.approx(1e-2) and t[-1] == pytest.approx(1e2)
-    np.testing.assert_allclose(t[1:] / t[:-1], (1e4) ** (1 / 111))
-    t = REHMCConfig(n_temperatures=84, t_min=10**-1.5, t_max=10**1.5).ladder()
-    assert t.size == 84 and t[-1] == pytest.approx(10**1.5)
-    np.testing.assert_allclose(geometric_ladder(1.0, 8.0, 4), [1, 2, 4, 8])
-
-
-@pytest.mark.parametrize("bad,match", [
-    ({"t_min": 2.0, "t_max": 1.0}, "t_max = 1.0 is below t_min = 2.0"),
-    ({"t_min": -0.1}, "t_min = -0.1"), ({"temperatures": [1.0, 0.5]}, "strictly ascending"),
-    ({"swap_scheme": "all"}, "swap_scheme = 'all'"), ({"workers": 0}, "workers = 0"),
-    ({"inner": {"step_sise": 0.1}}, "did you mean 'step_size'"),
-])
-def test_rehmc_config_errors(bad, match):
-    with pytest.raises(ConfigError, match=match):
-        ReplicaExchangeHMC(Gaussian(n=1).potential(), **bad)
-
-
-def test_swap_rule_satisfies_detailed_balance_by_enumeration():
-    """Two replicas at beta_0 > beta_1 over a discrete set of energies: the swap move leaves
-    the product of Boltzmann distributions invariant, and satisfies detailed balance."""
-    energies = np.array([0.0, 0.3, 1.1, 2.5, 4.0])
-    arch = Gaussian(n=1)
-    re = ReplicaExchangeHMC(arch.potential(), temperatures=[0.5, 2.0], n_trajectories=1)
-    b0, b1 = re.beta_k
-    n = energies.size
-    pi = np.exp(-b0 * energies[:, None] - b1 * energies[None, :]).ravel()
-    pi /= pi.sum()
-    P = np.zeros((n * n, n * n))
-    rng = np.random.default_rng(6)
-    for a in range(n):
-        for b in range(n):
-            # acceptance probability of the implementation, measured through _try_swap
-            slots = [re.samplers[0].init(np.zeros(1))._replace(energy=energies[a]),
-                     re.samplers[1].init(np.zeros(1))._replace(energy=energies[b])]
-            trials = 4000
-            acc = sum(re._try_swap(list(slots), np.arange(2), 0, rng) for _ in range(trials))
-            p_acc = min(1.0, math.exp((b0 - b1) * (energies[a] - energies[b])))
-            assert abs(acc / trials - p_acc) < Z * math.sqrt(p_acc * (1 - p_acc) / trials) + 1e-12
-            P[a * n + b, b * n + a] += p_acc
-            P[a * n + b, a * n + b] += 1 - p_acc
-    np.testing.assert_allclose(pi @ P, pi, atol=1e-15)
-    flow = pi[:, None] * P
-    np.testing.assert_allclose(flow, flow.T, atol=1e-15)
-
-
-def test_rehmc_recovers_mode_weights_where_hmc_is_stuck():
-    """Well-separated two-mode mixture: mode weights at T are ∝ pi_j^(1/T) s_j."""
-    arch = GaussianMixture(means=[[-4.0], [4.0]], widths=[0.5, 0.5], weights=[0.3, 0.7],
-                           prior_scale=20.0)
-    pot, prior = arch.potential(), BoxPrior.for_architecture(arch)
-    # plain HMC at T = 0.5 from the minor mode never leaves it (barrier ~ 32/T)
-    s = HMC(pot, prior=prior, temperature=0.5, n_leapfrog=10, step_size=0.2)
-    thetas, _, _ = _chain(s, np.array([-4.0]), 1500, seed=7)
-    assert np.all(thetas < 0)
-    re = ReplicaExchangeHMC(pot, prior=prior, t_min=0.5, t_max=64.0, n_temperatures=10,
-                            n_trajectories=2, inner={"n_leapfrog": 10, "step_size": 0.2})
-    streams = re.make_streams(8, re.n_slots)
-    st = re.init(np.array([-4.0]))
-    xs = []
-    for it in range(6000):
-        st, info = re.step(st, streams)
-        if it >= 500:
-            xs.append([sl.theta[0] for sl in st.slots[:3]])
-    xs = np.array(xs)
-    for k in range(3):
-        _close(xs[:, k] > 0, arch.mode_weights(re.temperatures[k])[1])
-
-
-def test_rehmc_result_does_not_depend_on_workers(d50):
-    """An RE-HMC run of M3 on D50 with a small ladder: identical for 1 and 2 workers."""
-    arch = M3()
-    prior = BoxPrior.for_architecture(arch)
-    finals = []
-    for workers in (1, 2):
-        re = ReplicaExchangeHMC(arch.potential(d50), prior=prior, t_min=0.1, t_max=10.0,
-                                n_temperatures=4, n_trajectories=2,
-                                inner={"n_leapfrog": 10, "step_size": 0.02}, workers=workers)
-        streams = re.make_streams(9, re.n_slots)
-        theta0 = np.stack([arch.initial_draw(np.random.default_rng(k)) for k in range(4)])
-        st = re.init(theta0)
-        st = re.adapt(st, streams, factor=0.5)
-        infos = []
-        for _ in range(5):
-            st, info = re.step(st, streams)
-            infos.append(info)
-        finals.append((st, infos))
-    (a, ia), (b, ib) = finals
-    for sa, sb in zip(a.slots, b.slots, strict=True):
-        assert np.array_equal(sa.theta, sb.theta) and sa.energy == sb.energy
-        assert sa.step_size == sb.step_size
-    for x, y in zip(ia, ib, strict=True):
-        for fx, fy in zip(x, y, strict=True):
-            assert np.array_equal(fx, fy)
-    assert np.array_equal(a.replica_k, b.replica_k)
-    assert sum(int(i.n_accepted_k.sum()) for i in ia) > 0
-
-
-def test_even_odd_sweep_attempts_disjoint_pairs():
-    re = ReplicaExchangeHMC(Gaussian(n=1).potential(), n_temperatures=6, t_min=1, t_max=2,
-                            swap_scheme="even-odd", n_trajectories=1,
-                            inner={"n_leapfrog": 2})
-    streams = re.make_streams(10, re.n_slots)
-    st = re.init(np.zeros(1))
-    seen = set()
-    for _ in range(40):
-        st, info = re.step(st, streams)
-        pattern = tuple(info.swap_attempted_k)
-        assert pattern in {(1, 0, 1, 0, 1), (0, 1, 0, 1, 0)}
-        seen.add(pattern)
-    assert len(seen) == 2
 
 
 @pytest.mark.parametrize("masses", ["ones", "per-layer", "per-parameter"])

@@ -725,7 +725,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     n_used = n - start
     first_it = int(tr["iteration"][start]) if n_used > 0 else ck.iteration + 1
     sampler = cfg_raw.get("sampler", {})
-    n_traj = int(sampler.get("n_trajectories", 1))
+    n_traj = int(cfg_raw.get("ladder", sampler).get("n_trajectories", 1))
     nan_k = np.full(k_n, np.nan)
     table: dict[str, np.ndarray] = {c: nan_k.copy() for c in TABLE_COLUMNS}
     table["temperature"] = temps.copy()
@@ -901,7 +901,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     sl = slice(start, n)
     k = len(ck.temperatures)
     sampler = cfg.get("sampler", {})
-    n_traj = int(sampler.get("n_trajectories", 1))
+    n_traj = int(cfg.get("ladder", sampler).get("n_trajectories", 1))
     out: dict[str, Any] = {
         "run_dir": str(run_dir),
         "run_uuid": ck.run_uuid,

@@ -126,7 +126,7 @@ def run_info(run_dir: PathLike) -> RunInfo:
         data=str(cfg.get("data", {}).get("name", "?")),
         iterations=int(ck.iteration),
         temperatures=np.asarray(ck.temperatures, dtype=np.float64),
-        n_trajectories=int(sampler.get("n_trajectories", 1)),
+        n_trajectories=int(cfg.get("ladder", sampler).get("n_trajectories", 1)),
         discard=float(cfg.get("run", {}).get("discard", 0.2)),
         run_uuid=ck.run_uuid,
     )

@@ -158,9 +158,10 @@ def translate_legacy(raw: Mapping[str, Any], *, warn: bool = True
     if not isinstance(sampler, dict):
         return dict(raw), {}
     name = sampler.get("name")
-    if name == "rehmc" or (name is None and any(k in sampler for k in _LEGACY_RE_MARKERS)):
+    if name == "rehmc" or (name is None and "ladder" not in raw
+                           and any(k in sampler for k in _LEGACY_RE_MARKERS)):
         kind = "rehmc"
-    elif "temperature" in sampler or "n_trajectories" in sampler:
+    elif ("temperature" in sampler or "n_trajectories" in sampler) and "ladder" not in raw:
         kind = "single"
     else:
         return dict(raw), {}
