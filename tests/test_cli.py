@@ -52,7 +52,7 @@ def with_broken_plugin(monkeypatch):
 def test_plugins_lists_builtins_and_reports_broken_ones(with_broken_plugin, caplog):
     res = CliRunner().invoke(main, ["plugins"])
     assert res.exit_code == 0, res.output
-    assert "rehmc" in res.output and "thermonet 0.1.0" in res.output
+    assert "hmc" in res.output and "thermonet 0.1.0" in res.output
     assert "broken.sampler" in res.output and "BROKEN" in res.output
     assert "no_such_module_abc" in res.output
     assert any("broken plugin" in r.message for r in caplog.records)
@@ -74,7 +74,7 @@ def test_a_broken_plugin_does_not_affect_unrelated_runs(with_broken_plugin, tmp_
 
 def test_errors_are_one_line_and_debug_shows_the_traceback(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text("[sampler]\nname = 'rehmc'\nt_min = -3\n")
+    cfg.write_text("[ladder]\nt_min = -3\n")
     res = CliRunner().invoke(main, ["run", str(cfg), "--out", str(tmp_path / "r")])
     assert res.exit_code == 1
     assert res.output.strip().splitlines()[-1].startswith("Error: ")

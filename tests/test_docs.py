@@ -33,7 +33,7 @@ def test_config_reference_lists_every_key():
 
     text = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     for schema in (cfg.RUN_KEYS, cfg.DATA_KEYS, cfg.PRIOR_KEYS, cfg.INIT_KEYS,
-                   cfg.SAMPLER_RUNNER_KEYS, cfg.SINGLE_CHAIN_KEYS):
+                   cfg.SAMPLER_RUNNER_KEYS, cfg.LADDER_KEYS):
         for key in schema:
             assert f"| `{key}` |" in text, key
     for key in ("n_leapfrog", "wall", "n_temperatures", "swap_scheme", "max_steps", "dt_max"):

@@ -40,13 +40,16 @@ def test_sample_run_config_is_valid(path):
 def test_table1_settings_in_the_full_configs():
     by_name = {p.stem: cfgmod.load(p) for p in SAMPLE_RUNS}
     for d in ("D50", "D500", "D5000"):
-        s = by_name[f"fig3_M3_{d}"]["sampler"]
-        assert (s["n_temperatures"], s["t_min"], s["t_max"]) == (112, 1e-2, 1e2)
-        assert s["n_trajectories"] == 10 and s["inner"]["n_leapfrog"] == 100
+        ladder = by_name[f"fig3_M3_{d}"]["ladder"]
+        assert (ladder["n_temperatures"], ladder["t_min"], ladder["t_max"]) == (112, 1e-2, 1e2)
+        assert ladder["n_trajectories"] == 10
+        assert by_name[f"fig3_M3_{d}"]["sampler"]["n_leapfrog"] == 100
+        assert by_name[f"fig3_M3_{d}"].configs["sampler"].n_leapfrog == 100
         assert by_name[f"fig3_M3_{d}"]["data"]["name"] == d
-    s = by_name["fig4_M3star_D500"]["sampler"]
-    assert s["n_temperatures"] == 84
-    assert s["t_min"] == pytest.approx(10**-1.5) and s["t_max"] == pytest.approx(10**1.5)
+    ladder = by_name["fig4_M3star_D500"]["ladder"]
+    assert ladder["n_temperatures"] == 84 == by_name["fig4_M3star_D500"].ladder.n_temperatures
+    assert ladder["t_min"] == pytest.approx(10**-1.5)
+    assert ladder["t_max"] == pytest.approx(10**1.5)
     assert by_name["fig4_M3star_D500"]["architecture"]["name"] == "M3*"
 
 

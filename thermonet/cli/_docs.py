@@ -78,7 +78,13 @@ _SECTION_TEXT = {
              "`|w_i| < sigma_i/2` (whose scale is `architecture.prior_scale`).",
     "init": "How each replica's starting point is made.",
     "sampler": "Keys of `[sampler]` handled by the runner for every sampler.",
-    "single": "Extra `[sampler]` keys of single-chain samplers (every sampler but `rehmc`).",
+    "ladder": "The temperature ladder of the tempering engine (replica exchange, paper Alg. 2): "
+              "slot k runs the `[sampler]` at temperature `T_k`. The ladder is geometric "
+              "(`n_temperatures`, `t_min`, `t_max`) unless `temperatures` lists it; the default "
+              "is a single chain at T = 1 (one rung, no swaps). Configurations written with "
+              "`[sampler] name = \"rehmc\"` and `[sampler.inner]` (or a single chain's "
+              "`[sampler] temperature`) are still read, with a deprecation warning that shows "
+              "this form.",
 }
 
 
@@ -182,19 +188,20 @@ def render_config() -> str:
     """The config reference as Markdown: the runner's sections and every built-in plugin."""
     from thermonet import config as cfg
     from thermonet import registry
+    from thermonet.errors import ThermonetError
 
     out = [CONFIG_HEADER]
     for section, schema in (("run", cfg.RUN_KEYS), ("data", cfg.DATA_KEYS),
-                            ("prior", cfg.PRIOR_KEYS), ("init", cfg.INIT_KEYS)):
+                            ("prior", cfg.PRIOR_KEYS), ("init", cfg.INIT_KEYS),
+                            ("ladder", cfg.LADDER_KEYS)):
         out.append(f"## `[{section}]`\n\n{_SECTION_TEXT[section]}\n\n{_schema_table(schema)}")
     out.append("## `[architecture]`, `[minimiser]`, `[sampler]`\n\n"
                "Each names a registered plugin (`name = ...`; defaults: "
                + ", ".join(f"{k} `{v}`" for k, v in cfg.DEFAULT_NAMES.items())
                + ") and takes that plugin's own settings, listed below for the built-in ones "
-               "(`thermonet plugins` lists what is installed). `[sampler.inner]` holds the "
-               "settings of the replica-exchange sampler's inner sampler (`hmc` by default).\n\n"
-               f"{_SECTION_TEXT['sampler']}\n\n{_schema_table(cfg.SAMPLER_RUNNER_KEYS)}\n"
-               f"{_SECTION_TEXT['single']}\n\n{_schema_table(cfg.SINGLE_CHAIN_KEYS)}")
+               "(`thermonet plugins` lists what is installed). `[sampler]` names the sampler "
+               "run at every temperature of the `[ladder]`.\n\n"
+               f"{_SECTION_TEXT['sampler']}\n\n{_schema_table(cfg.SAMPLER_RUNNER_KEYS)}")
     titles = {"architecture": "Architectures", "minimiser": "Minimisers",
               "sampler": "Samplers"}
     for role, title in titles.items():
@@ -202,7 +209,10 @@ def render_config() -> str:
         for name, spec in registry.available(role).items():
             if spec.distribution != "thermonet":
                 continue
-            cls = registry.load(role, name)
+            try:
+                cls = registry.load(role, name)
+            except ThermonetError:  # an entry point left in stale installed metadata
+                continue
             summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
             out.append(f"### `name = \"{name}\"`\n\n{summary} (`{spec.value}`)\n\n"
                        f"{_plugin_table(cls)}")

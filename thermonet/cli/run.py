@@ -14,7 +14,7 @@ from thermonet.cli.options import RunProgress, is_quiet
 @click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
 @click.argument("config_path", metavar="CONFIG.toml", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="Override a config value, e.g. --set sampler.t_max=10 (repeatable).")
+              help="Override a config value, e.g. --set ladder.t_max=10 (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Run directory [default: runs/<config name>].")
 @click.option("--seed", type=int, default=None, help="Override run.seed.")

@@ -80,7 +80,6 @@ class REHMCConfig:
 class ReplicaExchangeHMC(ReplicaExchange):
     """Deprecated former plugin; see the module docstring."""
 
-    name: ClassVar[str] = "rehmc"
     deprecated: ClassVar[bool] = True
     Config: ClassVar[type] = REHMCConfig
 
