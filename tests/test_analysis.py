@@ -263,7 +263,8 @@ name = "none"
 [architecture]
 name = "gaussian"
 [sampler]
-name = "rehmc"
+name = "hmc"
+[ladder]
 n_trajectories = 2
 """
 
@@ -475,8 +476,8 @@ QUICKSTART = Path(__file__).resolve().parents[1] / "sample_runs" / "quickstart.t
 #: the quickstart shrunk: M(1), 4 temperatures, 12 iterations, a sample every 2, official test set
 SMALL_RUN = {"architecture.name": "M1", "data.test": "official", "run.n_iterations": 12,
              "run.checkpoint_every": 4, "run.sample_every": 2, "run.discard": 0.25,
-             "run.seed": 3, "sampler.n_temperatures": 4, "sampler.n_trajectories": 1,
-             "sampler.inner.n_leapfrog": 5, "init.burn_in": [2], "minimiser.max_steps": 60}
+             "run.seed": 3, "ladder.n_temperatures": 4, "ladder.n_trajectories": 1,
+             "sampler.n_leapfrog": 5, "init.burn_in": [2], "minimiser.max_steps": 60}
 
 
 def _digest(d: Path) -> dict[str, str]:

@@ -55,7 +55,7 @@ def test_flat_likelihood_with_gaussian_prior_samples_the_prior(tempered):
 def test_untempered_prior_with_replica_exchange_is_refused(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text("[prior]\ngaussian_std = 1.0\ngaussian_tempered = false\n"
-                 "[sampler]\nname = 'rehmc'\n")
+                 "[ladder]\nn_temperatures = 2\nt_max = 2.0\n")
     with pytest.raises(ConfigError, match="cannot be used with replica exchange"):
         cfgmod.load(p)
     p.write_text("[prior]\ngaussian_std = -1.0\n")

@@ -38,14 +38,14 @@ burn_in = [2]
 name = "rmin"
 max_steps = 50
 [sampler]
-name = "rehmc"
+name = "hmc"
+n_leapfrog = 5
+step_size = 0.005
+[ladder]
 n_temperatures = 4
 t_min = 0.3
 t_max = 3.0
 n_trajectories = 1
-[sampler.inner]
-n_leapfrog = 5
-step_size = 0.005
 """
 
 K = 4  # temperatures of the runs
@@ -562,10 +562,11 @@ minimise = false
 burn_in = [3]
 [sampler]
 name = "hmc"
-temperature = 1.0
-n_trajectories = 2
 n_leapfrog = 5
 step_size = 0.3
+[ladder]
+temperatures = [1.0]
+n_trajectories = 2
 """
 
 

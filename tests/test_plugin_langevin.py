@@ -130,16 +130,15 @@ prior_scale = 12.0
 minimise = false
 burn_in = [20]
 [sampler]
-name = "rehmc"
-sampler = "thermonet_langevin.sd"
+name = "thermonet_langevin.sd"
+step_size = 0.2
+persistence = 0.95
+wall = "reflect"
+[ladder]
 n_temperatures = 4
 t_min = 0.5
 t_max = 8.0
 n_trajectories = 10
-[sampler.inner]
-step_size = 0.2
-persistence = 0.95
-wall = "reflect"
 """
 
 

@@ -196,7 +196,7 @@ def test_replica_exchange_recovers_mode_weights_where_hmc_is_stuck():
     st = re.init(np.array([-4.0]))
     xs = []
     for it in range(6000):
-        st, info = re.step(st, streams)
+        st, _ = re.step(st, streams)
         if it >= 500:
             xs.append([sl.theta[0] for sl in st.slots[:3]])
     xs = np.array(xs)

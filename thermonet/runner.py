@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import tomllib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import tomllib
 
 from thermonet import __version__
 from thermonet import config as cfgmod
@@ -41,7 +41,7 @@ from thermonet.tempering import REInfo, ReplicaExchange, REState, Streams
 log = logging.getLogger("thermonet.run")
 
 #: the trailing axis of each recorded field (slot or pair), as the engine's Info declares
-INFO_AXES: dict[str, str] = REInfo.AXES  # type: ignore[attr-defined]
+INFO_AXES: dict[str, str] = REInfo.axes()
 
 #: keys that may differ on resume (they do not change the chain)
 EXTENDABLE = ("run.n_iterations", "run.checkpoint_every", "run.workers")
@@ -299,7 +299,7 @@ class Run:
         ck = ckpt.Checkpoint(
             iteration=self.iteration, run_uuid=self.run_uuid, config_toml=cfg.to_toml(),
             config_sources=cfg.sources, plugins=self.components.plugins,
-            rng_states=[g.bit_generator.state for g in self.streams.all()],
+            rng_states=[dict(g.bit_generator.state) for g in self.streams.all()],
             slots=_stack_slots(self.state.slots), replica_k=self.state.replica_k,
             temperatures=self.components.engine.ladder.temperature_k, counters=self.counters,
             created_utc=self.created, blas_backend=_blas_backend())

@@ -99,15 +99,15 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "t_max": (1.0, (float, int), (lambda v: v > 0, "a positive temperature"),
               "highest temperature T_{K-1} (t_min <= t_max)"),
     "temperatures": ([], (list,), _POSITIVE_LIST,
-                     "an explicit ascending ladder (replaces n_temperatures, t_min, t_max when "
-                     "not empty)"),
+                     ("an explicit ascending ladder (replaces n_temperatures, t_min, t_max when "
+                      "not empty)")),
     "n_trajectories": (1, (int,), _POS_INT,
                        "N_traj, transitions of the sampler per slot per iteration"),
     "swap_scheme": ("random-pairs", (str,), (lambda v: v in SCHEMES,
                                              "one of " + ", ".join(SCHEMES)),
-                    "random-pairs: n_swaps attempts on random adjacent pairs after the "
-                    "transitions (paper Alg. 2); even-odd: one sweep of disjoint pairs before "
-                    "them"),
+                    ("random-pairs: n_swaps attempts on random adjacent pairs after the "
+                     "transitions (paper Alg. 2); even-odd: one sweep of disjoint pairs before "
+                     "them")),
     "n_swaps": (None, (int,), _NONNEG_INT,
                 "attempts per iteration of random-pairs (unset: K)"),
 }
@@ -240,11 +240,12 @@ def _resolve_ladder(given: Mapping[str, Any], sources: dict[str, str],
 
 def _build_config(section: str, name: str, cls: type, settings: Mapping[str, Any]) -> Any:
     """The plugin's ``Config`` (its value checks run here, once), or its settings."""
-    config_cls = getattr(cls, "Config", None)
+    config_cls: Any = getattr(cls, "Config", None)
     if config_cls is None or not dataclasses.is_dataclass(config_cls):
         return dict(settings)
+    factory: Any = config_cls
     try:
-        return config_cls(**settings)
+        return factory(**settings)
     except TypeError as err:
         raise ConfigError(f"[{section}] {name}: {err}") from None
 

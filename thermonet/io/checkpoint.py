@@ -142,5 +142,14 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
                                         "thermonet checkpoint") from None
 
 
-__all__ = ["CHECKPOINT", "CHECKPOINT_FORMAT", "CONFIG", "Checkpoint", "FORMAT_VERSION", "LOG",
-           "READABLE_VERSIONS", "read_checkpoint", "write_checkpoint"]
+__all__ = [
+    "CHECKPOINT",
+    "CHECKPOINT_FORMAT",
+    "CONFIG",
+    "FORMAT_VERSION",
+    "LOG",
+    "READABLE_VERSIONS",
+    "Checkpoint",
+    "read_checkpoint",
+    "write_checkpoint",
+]

@@ -64,7 +64,7 @@ def write_segment(run_dir: Path, run_uuid: str, rows: dict[str, list[Any]],
     samples : list of (iteration, ndarray (K, n_params))
         Stored parameter vectors.
     axes : mapping, optional
-        Field name -> name of its trailing axis (e.g. ``REInfo.AXES``); fields not listed get
+        Field name -> name of its trailing axis (e.g. ``REInfo.axes()``); fields not listed get
         ``pair`` if their name starts with ``swap``, ``slot`` otherwise.
     """
     if not rows.get("iteration"):

@@ -108,5 +108,12 @@ class ReplicaExchangeHMC(ReplicaExchange):
         return make_streams(seed, n_slots).all()
 
 
-__all__ = ["REHMCConfig", "REInfo", "REState", "ReplicaExchangeHMC", "SWAP_SCHEMES", "Streams",
-           "geometric_ladder"]
+__all__ = [
+    "SWAP_SCHEMES",
+    "REHMCConfig",
+    "REInfo",
+    "REState",
+    "ReplicaExchangeHMC",
+    "Streams",
+    "geometric_ladder",
+]

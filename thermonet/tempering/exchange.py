@@ -61,11 +61,8 @@ class REState(NamedTuple):
 
 
 class REInfo(NamedTuple):
-    """Diagnostics of one replica-exchange iteration.
-
-    ``AXES`` names the trailing axis of each field (``slot``: K values, ``pair``: K - 1);
-    the trace writer uses it.
-    """
+    """Diagnostics of one replica-exchange iteration (:meth:`axes` names each field's axis
+    for the trace)."""
 
     energy_k: FloatArray          #: (K,) E at each slot after the iteration
     n_accepted_k: IntArray        #: (K,) accepted transitions this iteration
@@ -75,11 +72,12 @@ class REInfo(NamedTuple):
     swap_accepted_k: IntArray     #: (K-1,) accepted exchanges on pair (k, k+1)
     replica_k: IntArray           #: (K,) replica at each slot after the iteration
 
-
-#: trailing axis of each field (a class attribute: NamedTuple annotations are fields)
-REInfo.AXES = {  # type: ignore[attr-defined]"energy_k": "slot", "n_accepted_k": "slot", "n_divergent_k": "slot",
-               "step_size_k": "slot", "swap_attempted_k": "pair", "swap_accepted_k": "pair",
-               "replica_k": "slot"}
+    @classmethod
+    def axes(cls) -> dict[str, str]:
+        """The trailing axis of each field: ``slot`` (K values) or ``pair`` (K - 1)."""
+        return {"energy_k": "slot", "n_accepted_k": "slot", "n_divergent_k": "slot",
+                "step_size_k": "slot", "swap_attempted_k": "pair", "swap_accepted_k": "pair",
+                "replica_k": "slot"}
 
 
 class ReplicaExchange:
@@ -128,8 +126,9 @@ class ReplicaExchange:
         #: runs the slots of an iteration
         self.executor = executor if executor is not None else make_executor(workers)
         config = sampler_config
-        if config is None and getattr(sampler_cls, "Config", None) is not None:
-            config = sampler_cls.Config()
+        config_cls = getattr(sampler_cls, "Config", None)
+        if config is None and config_cls is not None:
+            config = config_cls()
         # one potential per slot: each owns its scratch space, so slots can run in threads
         self.samplers = [sampler_cls(potential if k == 0 else potential.copy(), prior=prior,
                                      temperature=float(t), masses=masses, config=config)

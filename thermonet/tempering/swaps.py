@@ -19,7 +19,7 @@ Syed, Bouchard-Côté, Deligiannidis & Doucet, JRSS B 84 (2022) 321 (even/odd sw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -34,7 +34,7 @@ class SwapScheme(Protocol):
     name: ClassVar[str]
     before_propagation: ClassVar[bool]
 
-    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Sequence[int]: ...
+    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Iterable[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,9 @@ class RandomPairs:
         if self.n_swaps is not None and self.n_swaps < 0:
             raise ConfigError(f"n_swaps = {self.n_swaps}; expected >= 0")
 
-    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Sequence[int]:
+    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Iterable[Any]:
         n = n_pairs + 1 if self.n_swaps is None else self.n_swaps
-        return rng.integers(0, n_pairs, size=n)  # type: ignore[no-any-return]
+        return rng.integers(0, n_pairs, size=n)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class EvenOdd:
     name: ClassVar[str] = "even-odd"
     before_propagation: ClassVar[bool] = True
 
-    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Sequence[int]:
+    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Iterable[Any]:
         start = int(rng.random() < 0.5)
         return range(start, n_pairs, 2)
 
@@ -87,4 +87,4 @@ def make_scheme(name: str, *, n_swaps: int | None = None) -> Any:
 def swap_log_acceptance(beta_j: float, beta_k: float, energy_j: float, energy_k: float
                         ) -> float:
     """log of the acceptance ``min(1, exp((beta_j - beta_k)(E_j - E_k)))`` before the min."""
-    return (beta_j - beta_k) * (energy_j - energy_k)  # type: ignore[no-any-return]
+    return float((beta_j - beta_k) * (energy_j - energy_k))
