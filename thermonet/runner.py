@@ -123,7 +123,8 @@ def build(cfg: cfgmod.RunConfig) -> Components:
 
 def _stack_slots(slots: tuple[Any, ...]) -> dict[str, np.ndarray]:
     fields = slots[0]._fields
-    return {f: np.stack([np.asarray(getattr(s, f)) for s in slots]) for f in fields}
+    return {name: np.stack([np.asarray(getattr(slot, name)) for slot in slots])
+            for name in fields}
 
 
 def _unstack_slots(state_cls: type, arrays: dict[str, np.ndarray], n: int) -> tuple[Any, ...]:
@@ -135,8 +136,8 @@ def _unstack_slots(state_cls: type, arrays: dict[str, np.ndarray], n: int) -> tu
                 raise CheckpointMismatchError(f"checkpoint has no state field {name!r} of "
                                               f"{state_cls.__name__}; was it made by another "
                                               "sampler?")
-            v = arrays[name][k]
-            values[name] = v.item() if np.ndim(v) == 0 else np.ascontiguousarray(v)
+            value = arrays[name][k]
+            values[name] = value.item() if np.ndim(value) == 0 else np.ascontiguousarray(value)
         out.append(state_cls(**values))
     return tuple(out)
 
@@ -274,11 +275,11 @@ class Run:
         slots = _unstack_slots(type(engine.samplers[0]).State, ck.slots, engine.n_slots)
         # the data or architecture must give the stored energies back exactly
         for k, slot in enumerate(slots):
-            e = engine.samplers[k].potential.energy(slot.theta)
+            energy = engine.samplers[k].potential.energy(slot.theta)
             tolerance = 1e-9 * max(1.0, abs(slot.energy))
-            if not (e == slot.energy or abs(e - slot.energy) <= tolerance):
+            if not (energy == slot.energy or abs(energy - slot.energy) <= tolerance):
                 raise CheckpointMismatchError(
-                    f"cannot resume {run_dir}: E(theta) of slot {k} is {e:.10g} now but "
+                    f"cannot resume {run_dir}: E(theta) of slot {k} is {energy:.10g} now but "
                     f"{slot.energy:.10g} in the checkpoint; the data set or architecture "
                     "changed. Start a new run with --out")
         now = _blas_backend()
@@ -299,7 +300,8 @@ class Run:
         ck = ckpt.Checkpoint(
             iteration=self.iteration, run_uuid=self.run_uuid, config_toml=cfg.to_toml(),
             config_sources=cfg.sources, plugins=self.components.plugins,
-            rng_states=[dict(g.bit_generator.state) for g in self.streams.all()],
+            rng_states=[dict(generator.bit_generator.state)
+                        for generator in self.streams.all()],
             slots=_stack_slots(self.state.slots), replica_k=self.state.replica_k,
             temperatures=self.components.engine.ladder.temperature_k, counters=self.counters,
             created_utc=self.created, blas_backend=_blas_backend())
@@ -384,12 +386,12 @@ def _attach_log(run_dir: Path) -> None:
     """Send thermonet's log records to run_dir/thermonet.log as well."""
     root = logging.getLogger("thermonet")
     path = str((Path(run_dir) / ckpt.LOG).resolve())
-    for h in list(root.handlers):
-        if isinstance(h, logging.FileHandler):
-            if h.baseFilename == path:
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler):
+            if handler.baseFilename == path:
                 return
-            root.removeHandler(h)
-            h.close()
+            root.removeHandler(handler)
+            handler.close()
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
@@ -399,11 +401,12 @@ def _attach_log(run_dir: Path) -> None:
 
 
 def detach_log() -> None:
+    """Stop sending thermonet's log records to a run directory's log file."""
     root = logging.getLogger("thermonet")
-    for h in list(root.handlers):
-        if isinstance(h, logging.FileHandler):
-            root.removeHandler(h)
-            h.close()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler):
+            root.removeHandler(handler)
+            handler.close()
 
 
 __all__ = ["EXTENDABLE", "Components", "Run", "RunProgress", "__version__", "build", "detach_log"]
