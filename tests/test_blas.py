@@ -152,7 +152,7 @@ def test_checkpoint_records_the_backend(tmp_path):
     ck = ckpt.Checkpoint(iteration=0, run_uuid="u", config_toml="", config_sources={},
                          plugins={}, rng_states=[], slots={"theta": np.zeros((1, 2))},
                          replica_k=np.zeros(1, dtype=np.int64), temperatures=np.ones(1),
-                         counters={})
+                         counters={}, blas_backend=blas.BACKEND)   # the runner hands it in
     ckpt.write_checkpoint(tmp_path, ck)
     assert ckpt.read_checkpoint(tmp_path).blas_backend == blas.BACKEND
 

@@ -410,6 +410,14 @@ def test_progress_bar_on_a_terminal_log_lines_otherwise_nothing_when_quiet(caplo
     assert quiet.text == "" and not caplog.records
 
 
+def test_the_runner_stamps_the_blas_backend_into_the_checkpoint(gauss_cfg, tmp_path):
+    from thermonet.kernels import blas
+
+    Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 1}), tmp_path / "r").run()
+    detach_log()
+    assert ckpt.read_checkpoint(tmp_path / "r").blas_backend == blas.BACKEND
+
+
 def test_run_reports_progress_through_its_callback(gauss_cfg, tmp_path):
     reports = []
     Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 4}), tmp_path / "r").run(
