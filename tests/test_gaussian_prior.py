@@ -75,3 +75,35 @@ def test_runner_applies_the_prior(tmp_path):
     assert isinstance(run.c.potential, PriorPotential)
     st = run.state.slots[0]
     assert st.energy == pytest.approx(np.sum(st.theta**2) / (2 * 0.25), rel=1e-12)
+
+
+def test_gaussian_prior_with_the_default_minimising_initialisation_runs(tmp_path):
+    """[prior] gaussian_std with the default [init] minimise = true: the minimiser receives the
+    prior-wrapped potential (which must be a Potential) and lands on the prior's mode."""
+    from thermonet.runner import Run, detach_log
+
+    p = tmp_path / "c.toml"
+    p.write_text('[data]\nname = "none"\n[architecture]\nname = "flat"\nn = 3\n'
+                 "[prior]\ngaussian_std = 0.5\n[init]\nburn_in = []\n"
+                 '[sampler]\nname = "hmc"\nn_leapfrog = 5\n[run]\nn_iterations = 2\n')
+    cfg = cfgmod.load(p)
+    assert cfg["init"]["minimise"] is True
+    run = Run.create(cfg, tmp_path / "r").run(quiet=True)
+    detach_log()
+    assert isinstance(run.c.potential, PriorPotential)
+    st = run.state.slots[0]
+    assert np.isfinite(st.energy)
+    assert st.energy == pytest.approx(np.sum(st.theta**2) / (2 * 0.25), rel=1e-12)
+
+
+def test_prior_potential_is_a_potential_for_the_minimisers():
+    from thermonet import registry
+    from thermonet.api import Potential
+
+    pot = PriorPotential(Flat(n=4).potential(), GaussianPrior(np.full(4, 0.5)))
+    assert isinstance(pot, Potential)
+    res = registry.load("minimiser", "rmin")().minimise(pot, np.full(4, 0.3))
+    assert res.converged
+    # the gradient theta / s^2 is below grad_tol, so |theta| < grad_tol * s^2
+    np.testing.assert_array_less(np.abs(res.theta), res.max_abs_grad * 0.25 * (1 + 1e-12))
+    np.testing.assert_array_less(res.max_abs_grad, 1e-4)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from thermonet._types import FloatArray
-from thermonet.api import Architecture
+from thermonet.api import Architecture, Potential
 from thermonet.errors import ConfigError
 
 
@@ -154,7 +154,7 @@ class GaussianPrior:
         return rng.normal(0.0, self.std)
 
 
-class PriorPotential:
+class PriorPotential(Potential):
     """A potential plus a Gaussian prior's energy: what the samplers see with a Gaussian prior.
 
     ``E_total(w) = E(w) + s * sum_i w_i^2 / (2 s_i^2)`` with ``s = 1`` ("tempered": the target
@@ -163,7 +163,7 @@ class PriorPotential:
     ``gprior_std``). The wrapped potential's ``energy`` is the total, so Metropolis tests and
     replica-exchange swaps between equal-``s`` slots stay exact; for the untempered form each
     slot has its own ``s = T``, and exchanges must compare the *likelihood* energies
-    (:meth:`likelihood_energy`), which is what :class:`~thermonet.samplers.rehmc.ReplicaExchangeHMC`
+    (:meth:`likelihood_energy`), which is what :class:`~thermonet.tempering.ReplicaExchange`
     does through ``State.energy`` only when the prior is tempered. Untempered Gaussian priors are
     therefore supported for single-temperature runs; replica exchange requires ``tempered``.
     """
@@ -204,7 +204,3 @@ class PriorPotential:
     def copy(self) -> PriorPotential:
         return PriorPotential(self.base.copy(), self.prior, self.scale)
 
-    def trajectory(self, *args: Any, **kwargs: Any) -> tuple[float, int, int, int]:
-        from thermonet.api import Potential
-
-        return Potential.trajectory(self, *args, **kwargs)  # type: ignore[arg-type]
