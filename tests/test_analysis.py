@@ -201,7 +201,7 @@ def test_stopping_rule_monotone_and_nan():
 # --- the Bayesian predictive against NumPy -------------------------------------------------------
 
 def test_predictive_is_the_average_of_softmaxes():
-    from thermonet.architectures import get_architecture
+    from thermonet.registry import get_architecture
     from thermonet.evaluation import classification_error
 
     arch = get_architecture("mlp", n_inputs=4, hidden=[3], n_outputs=3)
@@ -238,7 +238,7 @@ def test_predictive_is_the_average_of_softmaxes():
 
 
 def test_predictive_of_one_sample_is_that_sample():
-    from thermonet.architectures import get_architecture
+    from thermonet.registry import get_architecture
 
     arch = get_architecture("mlp", n_inputs=4, hidden=[3], n_outputs=3)
     rng = np.random.default_rng(6)
@@ -501,7 +501,7 @@ def small_run(tmp_path_factory):
 
 def test_analyse_cli_end_to_end(small_run, tmp_path):
     import thermonet as tn
-    from thermonet.architectures import get_architecture
+    from thermonet.registry import get_architecture
     from thermonet.data import load_data
 
     before = _digest(small_run)

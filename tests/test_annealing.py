@@ -363,7 +363,7 @@ def test_docs_list_every_anneal_key_with_its_default():
 
 
 def test_start_from_a_minimum_or_a_parameter_file(tmp_path, mnist_dir):
-    from thermonet.architectures import get_architecture
+    from thermonet.registry import get_architecture
     from thermonet.data import load_dataset
     from thermonet.minimisers.rmin import RMin
     from thermonet.priors import BoxPrior

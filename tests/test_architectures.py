@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from thermonet import registry
-from thermonet.architectures import get_architecture
+from thermonet.registry import get_architecture
 from thermonet.architectures.mlp import M1, M3, MLP, M3Star
 from thermonet.errors import (
     AmbiguousPluginError,

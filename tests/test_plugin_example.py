@@ -33,7 +33,7 @@ def test_documented_architecture_plugin_is_discovered_and_correct(tmp_path):
     script = textwrap.dedent("""
         import numpy as np
         from thermonet import registry
-        from thermonet.architectures import get_architecture
+        from thermonet.registry import get_architecture
         spec = registry.available("architecture")["quartic_arch.well"]
         assert spec.distribution == "quartic-arch", spec
         arch = get_architecture("quartic_arch.well", n=3, a=2.0)

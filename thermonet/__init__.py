@@ -1,18 +1,26 @@
 """thermonet: Bayesian neural networks at finite temperature.
 
 Samples the temperature-adjusted posterior prob(w | T, D) ∝ exp(-E(D|w)/T) prior(w) of
-neural-network classifiers (Baldock & Marzari 2019, arXiv:1904.04154).
+neural networks (Baldock & Marzari 2019, arXiv:1904.04154).
 
 Importing this package is cheap: it compiles nothing and imports no Numba code. The public
-entry points are imported lazily on first use::
+surface is imported lazily on first use::
 
     import thermonet as tn
-    split = tn.load_data("D500")            # training set and test set
-    arch = tn.get_architecture("M3")         # 256-40-40-40-10, linear output
-    pot = arch.potential(split.train)        # E(D|w) and its gradient
-    prior = tn.BoxPrior.for_architecture(arch)
-    w = prior.initial_draw(np.random.default_rng(0))
-    e, g = pot.energy_and_grad(w)
+    split = tn.load_data("D50")                        # training and test set
+    arch = tn.get_architecture("M3")                   # 256-40-40-40-10
+    pot = arch.potential(split.train)                  # E(D|w) and its gradient
+    prior = tn.BoxPrior.for_architecture(arch)         # the paper's box prior
+    ladder = tn.Ladder.geometric(t_min=0.1, t_max=10.0, n=8)
+    engine = tn.ReplicaExchange(tn.HMC, pot, ladder, prior=prior)
+    streams = engine.make_streams(seed=1)
+    state = engine.burn_in(arch.initial_draw, streams, blocks=(5, 5))
+    for state, info in tn.sample(engine, state, streams, n=10):
+        ...
+    tn.run("sample_runs/quickstart.toml", out="runs/quickstart")   # = thermonet run
+
+Plugin authors use :mod:`thermonet.api`; the workflows live in :mod:`thermonet.analysis`,
+:mod:`thermonet.evidence`, :mod:`thermonet.annealing` and :mod:`thermonet.plotting`.
 """
 
 from __future__ import annotations
@@ -23,14 +31,25 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
+    # data and models
     "load_data": "thermonet.data",
     "load_dataset": "thermonet.data",
     "Dataset": "thermonet.data",
     "DataSplit": "thermonet.data",
-    "get_architecture": "thermonet.architectures",
+    "get_architecture": "thermonet.registry",
+    "get_sampler": "thermonet.registry",
+    "get_minimiser": "thermonet.registry",
     "MLP": "thermonet.architectures.mlp",
     "BoxPrior": "thermonet.priors",
     "GaussianPrior": "thermonet.priors",
+    # sampling
+    "HMC": "thermonet.samplers.hmc",
+    "Ladder": "thermonet.tempering",
+    "ReplicaExchange": "thermonet.tempering",
+    "sample": "thermonet.tempering",
+    # runs
+    "Run": "thermonet.runner",
+    "run": "thermonet.runner",
     "evaluate": "thermonet.evaluation",
 }
 

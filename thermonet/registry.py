@@ -197,3 +197,33 @@ def check_all(role: str) -> dict[str, str | None]:
             status[name] = str(err)
             log.warning("broken plugin: %s", err)
     return status
+
+
+# --- lookup by name for users -------------------------------------------------------------------
+
+def get_architecture(name: str, **options: Any) -> Any:
+    """Build the architecture registered as ``name`` (``M1``, ``M3``, ``M3*``, ``mlp``, ...).
+
+    ``options`` are passed to its constructor, e.g.
+    ``get_architecture("mlp", hidden=[100], output_activation="logistic")``.
+    """
+    from thermonet.errors import ConfigError
+
+    cls = load("architecture", name)
+    try:
+        return cls(**options)
+    except TypeError as err:
+        raise ConfigError(f"architecture {name!r} rejected its options {options}: {err}") from None
+
+
+def get_sampler(name: str) -> type:
+    """The sampler class registered as ``name`` (``hmc``, or a plugin's); build it with
+    ``cls(potential, prior=..., temperature=..., **settings)`` or hand it to
+    :class:`thermonet.tempering.ReplicaExchange`."""
+    return load("sampler", name)
+
+
+def get_minimiser(name: str, **settings: Any) -> Any:
+    """A minimiser registered as ``name`` (``rmin``, ``fire``, or a plugin's), built with
+    ``settings`` (its ``Config`` fields)."""
+    return load("minimiser", name)(**settings)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import tomllib
 
 from thermonet import __version__
 from thermonet import config as cfgmod
@@ -163,7 +162,7 @@ def _resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
     extend the run, EXTENDABLE keys, but not change it) and the command-line options, checked
     table by table against the checkpointed configuration. Returns it and whether config.toml
     must be rewritten."""
-    stored, renamed = cfgmod.translate_legacy(tomllib.loads(ck.config_toml), warn=False)
+    stored, renamed = cfgmod.translate_legacy(cfgmod.parse_toml(ck.config_toml), warn=False)
     if renamed:
         # written before [ladder] existed: its ladder table lacks the keys of today's defaults
         stored = cfgmod.resolve(stored, warn_legacy=False).data
@@ -363,6 +362,32 @@ class Run:
                                      float(info.energy_k[0])))
         log.info("run finished at iteration %d", self.iteration)
         return self
+
+
+def run(config: str | Path, out: str | Path, *, overrides: dict[str, Any] | None = None,
+        overwrite: bool = False,
+        progress: Callable[[RunProgress], None] | None = None) -> Run:
+    """Run the configuration file ``config`` into the run directory ``out``, as
+    ``thermonet run CONFIG --out OUT`` does, and return the finished :class:`Run`.
+
+    Parameters
+    ----------
+    config : path
+        A run configuration (TOML; docs/config.md).
+    out : path
+        The run directory (created; see ``overwrite``).
+    overrides : dict, optional
+        Dotted settings applied over the file, as ``--set``: ``{"run.n_iterations": 20}``.
+    overwrite : bool
+        Replace an existing run directory.
+    progress : callable, optional
+        Called with a :class:`RunProgress` after every iteration.
+    """
+    cfg = cfgmod.load(config, overrides)
+    try:
+        return Run.create(cfg, Path(out), overwrite=overwrite).run(progress)
+    finally:
+        detach_log()
 
 
 def _initial_state(components: Components, streams: Streams) -> REState:

@@ -156,7 +156,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     """
     import numpy as np
 
-    from thermonet.architectures import get_architecture
+    from thermonet.registry import get_architecture
     from thermonet.data import load_data
     from thermonet.errors import ConfigError
     from thermonet.evaluation import evaluate
@@ -326,7 +326,7 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     """
     import numpy as np
 
-    from thermonet.architectures import get_architecture
+    from thermonet.registry import get_architecture
     from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
     from thermonet.data import load_data
 

@@ -31,7 +31,9 @@ from thermonet.config.schema import (
     check_value,
     coerce_for_field,
     diff,
+    TOMLDecodeError,
     parse_set,
+    parse_toml,
     plugin_defaults,
     plugin_settings,
     read_toml,
@@ -46,6 +48,6 @@ __all__ = [
     "DATA_KEYS", "DEFAULT_NAMES", "INIT_KEYS", "LADDER_KEYS", "PLUGIN_SECTIONS", "PRIOR_KEYS",
     "REQUIRED", "RUN_KEYS", "SAMPLER_RUNNER_KEYS", "SECTIONS", "ResolvedConfig", "RunConfig",
     "SchemaEntry", "apply_overrides", "build_plugin_configs", "check_value", "coerce_for_field",
-    "diff", "load", "parse_set", "plugin_defaults", "plugin_settings", "read_toml", "resolve",
+    "TOMLDecodeError", "diff", "load", "parse_set", "parse_toml", "plugin_defaults", "plugin_settings", "read_toml", "resolve",
     "resolve_section", "suggest", "toml_value", "tomlable", "translate_legacy", "type_name",
 ]

@@ -245,6 +245,16 @@ def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def parse_toml(text: str) -> dict[str, Any]:
+    """Parse TOML text (``tomllib``, or ``tomli`` before Python 3.11); raises
+    :class:`TOMLDecodeError` for invalid text."""
+    return tomllib.loads(text)
+
+
+#: the exception :func:`parse_toml` raises for invalid TOML
+TOMLDecodeError = tomllib.TOMLDecodeError
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """Read a TOML file with a one-line error for unreadable or invalid files."""
     path = Path(path)
