@@ -451,7 +451,7 @@ def test_missing_and_corrupt_run_dirs(tmp_path):
 
 
 def test_missing_baseline_fails_before_any_work(synthetic_run, monkeypatch):
-    import thermonet.analysis as an
+    import thermonet.analysis.pipeline as an
 
     def no_data(*a, **k):
         raise AssertionError("data were loaded before the --baseline path was checked")

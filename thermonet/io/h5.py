@@ -29,7 +29,8 @@ def write_header(fh: Any, fmt: str, version: int, **attrs: Any) -> None:
 
 def open_h5(path: str | Path, fmt: str, versions: Iterable[int] | None = None, *,
             what: str = "file", error: type[Exception] = CheckpointFormatError,
-            missing_hint: str = "") -> Any:
+            missing_hint: str = "", missing_what: str = "",
+            missing_error: type[Exception] | None = None) -> Any:
     """Open ``path`` read-only after checking its header; returns the open ``h5py.File``.
 
     Parameters
@@ -45,12 +46,15 @@ def open_h5(path: str | Path, fmt: str, versions: Iterable[int] | None = None, *
         Raised for every refusal (default :class:`~thermonet.errors.CheckpointFormatError`).
     missing_hint : str
         Appended to the message for a missing file (e.g. how to make one).
+    missing_what, missing_error : optional
+        The name and exception class for a missing file (default: ``what`` and ``error``).
     """
     import h5py
 
     path = Path(path)
     if not path.is_file():
-        raise error(f"no {what} at {path}" + (f"; {missing_hint}" if missing_hint else ""))
+        raise (missing_error or error)(f"no {missing_what or what} at {path}"
+                                       + (f"; {missing_hint}" if missing_hint else ""))
     try:
         fh = h5py.File(path, "r")
     except OSError as err:

@@ -1,0 +1,67 @@
+"""Analysis of a run: per-temperature energies and errors with error bars, the Bayesian
+predictive, the stopping rule and ladder health (``thermonet analyse``).
+
+* :mod:`.ladder`: trace statistics (series, heat capacity, round trips, swaps);
+* :mod:`.stopping`: the stopping rule;
+* :mod:`.samples`: evaluation of stored samples;
+* :mod:`.report`: the :class:`Analysis` record and its files;
+* :mod:`.pipeline`: :func:`analyse` and :func:`summarise`.
+"""
+
+from __future__ import annotations
+
+from thermonet.analysis.pipeline import (
+    analyse,
+    summarise,
+)
+from thermonet.analysis.ladder import (
+    MIN_SAMPLES,
+    MIN_TAU_MULTIPLE,
+    SWAP_WARN_THRESHOLD,
+    heat_capacity,
+    round_trips,
+    round_trips_per_replica,
+    series_stats,
+    swap_table,
+)
+from thermonet.analysis.report import (
+    ANALYSIS_FORMAT,
+    ANALYSIS_VERSION,
+    PAIR_COLUMNS,
+    TABLE_COLUMNS,
+    Analysis,
+    read_analysis,
+)
+from thermonet.analysis.samples import (
+    SampleEvaluation,
+    evaluate_samples,
+)
+from thermonet.analysis.stopping import (
+    STOP_PATIENCE,
+    STOP_SIGMA,
+    stopping_rule,
+)
+
+__all__ = [
+    "ANALYSIS_FORMAT",
+    "ANALYSIS_VERSION",
+    "Analysis",
+    "MIN_SAMPLES",
+    "MIN_TAU_MULTIPLE",
+    "PAIR_COLUMNS",
+    "STOP_PATIENCE",
+    "STOP_SIGMA",
+    "SWAP_WARN_THRESHOLD",
+    "SampleEvaluation",
+    "TABLE_COLUMNS",
+    "analyse",
+    "evaluate_samples",
+    "heat_capacity",
+    "read_analysis",
+    "round_trips",
+    "round_trips_per_replica",
+    "series_stats",
+    "stopping_rule",
+    "summarise",
+    "swap_table",
+]

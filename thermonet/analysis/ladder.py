@@ -1,0 +1,149 @@
+"""Statistics of a replica-exchange trace: series means with error bars, heat capacity,
+round trips of the ladder and the swap table."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from thermonet import stats
+from thermonet._types import IntArray
+
+#: a pair whose swap acceptance is below this fraction gets a warning (the ladder may not mix)
+SWAP_WARN_THRESHOLD = 0.05
+
+
+#: a temperature whose training-energy series after discard is shorter than this many
+#: integrated autocorrelation times gets a warning
+MIN_TAU_MULTIPLE = 50.0
+
+
+#: fewer stored samples per temperature than this gets a warning (test error bars unreliable)
+MIN_SAMPLES = 10
+
+
+def series_stats(x: Any) -> tuple[float, float, float]:
+    """Mean, standard error and integrated autocorrelation time of a correlated series.
+
+    The error is ``sqrt(var(x, ddof=1) * tau_int / n)`` with ``tau_int`` from
+    :func:`thermonet.stats.integrated_autocorrelation_time` (Sokal's window, c = 5), in units
+    of the series' spacing.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+
+    Returns
+    -------
+    (mean, error, tau) : tuple of float
+        NaN error and tau for fewer than 2 values (NaN mean for none); tau = 1 for a constant
+        series.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    if x.size < 2:
+        return float(x[0]), math.nan, math.nan
+    if not np.all(np.isfinite(x)):
+        return float(np.mean(x)), math.nan, math.nan
+    tau = stats.integrated_autocorrelation_time(x)
+    return float(x.mean()), float(np.sqrt(x.var(ddof=1) * tau / x.size)), float(tau)
+
+
+def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
+    """``Var(E) / T^2`` of an energy series and its standard error.
+
+    ``Var(E)`` is ``var(E, ddof=1)``; its error is the autocorrelation-aware standard error
+    (:func:`series_stats`) of the squared deviations ``(E - mean E)^2``, scaled by
+    ``n / (n - 1)``.
+
+    Parameters
+    ----------
+    energy : array_like, shape (n,)
+    temperature : float
+
+    Returns
+    -------
+    (c, error) : tuple of float
+    """
+    e = np.asarray(energy, dtype=np.float64)
+    if e.size < 2 or not np.all(np.isfinite(e)):
+        return math.nan, math.nan
+    t2 = float(temperature) ** 2
+    d2 = (e - e.mean()) ** 2
+    _, err, _ = series_stats(d2)
+    scale = e.size / (e.size - 1)
+    return float(e.var(ddof=1) / t2), float(err * scale / t2)
+
+
+def round_trips_per_replica(replica_kn: Any) -> IntArray:
+    """Complete round trips of each replica: lowest slot -> highest slot -> lowest slot.
+
+    Parameters
+    ----------
+    replica_kn : array_like of int, shape (n_iterations, K)
+        The replica at each slot after each iteration (a permutation of 0..K-1 per row).
+
+    Returns
+    -------
+    ndarray of int64, shape (K,)
+        Trips of replica r. A trip is counted when the replica reaches slot 0 after having
+        visited slot K-1 since its previous visit to slot 0; a replica's first trip starts at
+        its first visit to slot 0.
+    """
+    r = np.asarray(replica_kn)
+    if r.ndim != 2 or r.shape[0] == 0:
+        return np.zeros(r.shape[1] if r.ndim == 2 else 0, dtype=np.int64)
+    n_slots = r.shape[1]
+    trips = np.zeros(n_slots, dtype=np.int64)
+    if n_slots < 2:
+        return trips
+    pos = np.argsort(r, axis=1)              # pos[t, rep] = slot of replica rep
+    last = np.full(n_slots, -1)              # -1: no extreme yet, 0: bottom, 1: top
+    for t in range(r.shape[0]):
+        p = pos[t]
+        at_bottom = p == 0
+        at_top = p == n_slots - 1
+        trips += at_bottom & (last == 1)
+        last = np.where(at_bottom, 0, np.where(at_top & (last == 0), 1, last))
+    return trips
+
+
+def round_trips(replica_kn: Any) -> int:
+    """Complete round trips of replicas across the ladder, summed over replicas.
+
+    ``replica_kn`` has shape (n_iterations, K): the replica at each slot after each iteration.
+    A round trip is a replica going from the lowest slot to the highest and back to the lowest
+    (see :func:`round_trips_per_replica`).
+    """
+    return int(round_trips_per_replica(replica_kn).sum())
+
+
+def swap_table(temperatures: Any, attempted_nk: Any, accepted_nk: Any) -> dict[str, np.ndarray]:
+    """Swap acceptance of every adjacent pair of temperatures.
+
+    Parameters
+    ----------
+    temperatures : array_like, shape (K,), ascending
+    attempted_nk, accepted_nk : array_like of int, shape (n_iterations, K-1)
+        Attempts and accepted exchanges on pair (k, k+1) at each iteration.
+
+    Returns
+    -------
+    dict of ndarray, each of shape (K-1,)
+        ``t_low``, ``t_high``, ``swap_acceptance`` (accepted / attempts, NaN without attempts),
+        ``swap_attempts``, ``swap_accepted``.
+    """
+    t = np.asarray(temperatures, dtype=np.float64)
+    n_pairs = max(t.size - 1, 0)
+    att = np.asarray(attempted_nk, dtype=np.int64).reshape(-1, n_pairs).sum(axis=0) \
+        if n_pairs else np.zeros(0, dtype=np.int64)
+    acc = np.asarray(accepted_nk, dtype=np.int64).reshape(-1, n_pairs).sum(axis=0) \
+        if n_pairs else np.zeros(0, dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(att > 0, acc / np.maximum(att, 1), np.nan)
+    return {"t_low": t[:-1].copy(), "t_high": t[1:].copy(),
+            "swap_acceptance": rate.astype(np.float64),
+            "swap_attempts": att, "swap_accepted": acc}
