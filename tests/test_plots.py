@@ -124,7 +124,7 @@ def test_replicas_per_slot(runs):
     ax = fig.axes[0]
     lines = ax.get_lines()
     assert len(lines) == K == tr["energy_k"].shape[1]
-    norm, cmap = plotting._temperature_colours(temps)
+    norm, cmap = plotting.temperature_colours(temps)
     for k, line in enumerate(lines):
         np.testing.assert_array_equal(line.get_xdata(), tr["iteration"])
         np.testing.assert_array_equal(line.get_ydata(), tr["energy_k"][:, k])

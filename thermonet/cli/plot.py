@@ -85,7 +85,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     if kind in ("energy", "size", "heat"):
         options["mnist_dir"] = mnist_dir
         if from_analysis:
-            plotting._check_out(out_path)
+            plotting.check_out(out_path)
             need_test = kind == "energy" and not no_test
             options["analyses"] = [
                 plotting.stored_analysis(d, test=need_test, predictive=need_test and predictive,

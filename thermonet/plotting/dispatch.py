@@ -1,0 +1,56 @@
+"""``plot``: one entry point by kind (what ``thermonet plot`` calls)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from thermonet.errors import PlotError
+from thermonet.plotting.energies import plot_energies, plot_size
+from thermonet.plotting.figure import PathLike, check_out, new_figure, save
+from thermonet.plotting.ladder import plot_heat, plot_ladder
+from thermonet.plotting.replicas import plot_replicas
+from thermonet.plotting.runs import as_run_list
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+#: kind -> (function, takes several runs)
+KINDS: dict[str, tuple[Callable[..., Figure], bool]] = {
+    "replicas": (plot_replicas, False),
+    "energy": (plot_energies, True),
+    "size": (plot_size, True),
+    "ladder": (plot_ladder, False),
+    "heat": (plot_heat, True),
+}
+
+
+def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | None = None, *,
+         dpi: float = 150, **options: Any) -> Figure:
+    """Draw figure ``kind`` (see :data:`KINDS`) of ``run_dirs`` and save it to ``out``.
+
+    ``replicas`` and ``ladder`` draw one run; given several, they are drawn one above the
+    other. ``options`` go to the kind's function.
+    """
+    if kind not in KINDS:
+        raise PlotError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if out is not None:
+        check_out(out)  # fail before any work
+    dirs = as_run_list(run_dirs)
+    func, many = KINDS[kind]
+    if many:
+        fig = func(dirs, **options)
+    elif len(dirs) == 1:
+        fig = func(dirs[0], **options)
+    else:
+        w, h = (10.0, 7.5) if kind == "ladder" else (7.0, 4.8)
+        fig = new_figure((w, h * len(dirs)))
+        subs = fig.subfigures(len(dirs), 1)
+        for sub, d in zip(subs, dirs, strict=True):
+            if kind == "ladder":
+                func(d, sub, **options)
+            else:
+                func(d, sub.add_subplot(), **options)
+    if out is not None:
+        save(fig, out, dpi=dpi)
+    return fig
