@@ -15,6 +15,27 @@ import numpy as np
 import pytest
 
 
+def _mnist_missing_reason() -> str | None:
+    value = os.environ.get("THERMONET_MNIST_DIR")
+    if value and Path(value).is_dir():
+        return None
+    return ("full MNIST not available: set THERMONET_MNIST_DIR to the directory holding the four "
+            "IDX files")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``mnist`` skip with a reason when the MNIST files are not there (and fail
+    under CI, which must run every test)."""
+    if item.get_closest_marker("mnist") is None:
+        return
+    reason = _mnist_missing_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(reason + " (CI must run every test)")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20190410)

@@ -29,15 +29,17 @@ from thermonet.data._datasets import (
     make_subset,
     official_test,
 )
-from thermonet.data._embedded import BUILD_COMMAND, EMBEDDED_PATH, build_embedded
+from thermonet.data._embedded import BUILD_COMMAND, EMBEDDED_PATH, build_embedded, read_embedded
 from thermonet.data._fetch import DEFAULT_MIRRORS, fetch_mnist
 from thermonet.data._mnist import (
     DATA_ENV,
     MNIST_ENV,
     MNIST_FILES,
+    N_TRAIN,
     MnistNotFoundError,
     data_dir_path,
     find_mnist,
+    mnist16,
     mnist_dir_path,
     read_idx,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "MEAN",
     "MNIST_ENV",
     "MNIST_FILES",
+    "N_TRAIN",
     "OFFICIAL_TEST_NAME",
     "PAPER_SUBSETS",
     "STD",
@@ -80,11 +83,13 @@ __all__ = [
     "load_data",
     "load_dataset",
     "make_subset",
+    "mnist16",
     "mnist_dir_path",
     "normalise",
     "official_test",
     "parse_name",
     "preprocess",
+    "read_embedded",
     "read_idx",
     "read_paper_subset",
     "resize16",
