@@ -14,7 +14,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-from thermonet.cli._docs import render, render_config
+from thermonet.cli.docgen import render, render_config
 
 docs = pathlib.Path(__file__).resolve().parent.parent / "docs"
 pages = {docs / "cli.md": render(), docs / "config.md": render_config()}

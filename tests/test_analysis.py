@@ -201,8 +201,8 @@ def test_stopping_rule_monotone_and_nan():
 # --- the Bayesian predictive against NumPy -------------------------------------------------------
 
 def test_predictive_is_the_average_of_softmaxes():
-    from thermonet.registry import get_architecture
     from thermonet.evaluation import classification_error
+    from thermonet.registry import get_architecture
 
     arch = get_architecture("mlp", n_inputs=4, hidden=[3], n_outputs=3)
     rng = np.random.default_rng(5)
@@ -501,8 +501,8 @@ def small_run(tmp_path_factory):
 
 def test_analyse_cli_end_to_end(small_run, tmp_path):
     import thermonet as tn
-    from thermonet.registry import get_architecture
     from thermonet.data import load_data
+    from thermonet.registry import get_architecture
 
     before = _digest(small_run)
     res = CliRunner().invoke(main, ["analyse", str(small_run), "--workers", "2"])

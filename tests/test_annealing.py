@@ -364,10 +364,10 @@ def test_docs_list_every_anneal_key_with_its_default():
 
 
 def test_start_from_a_minimum_or_a_parameter_file(tmp_path, mnist_dir):
-    from thermonet.registry import get_architecture
     from thermonet.data import load_dataset
     from thermonet.minimisers.rmin import RMin
     from thermonet.priors import BoxPrior
+    from thermonet.registry import get_architecture
 
     raw = {k: dict(v) for k, v in TINY.items()}
     raw["anneal"]["start"] = "minimum"

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from thermonet import registry
-from thermonet.registry import get_architecture
 from thermonet.architectures.mlp import M1, M3, MLP, M3Star
 from thermonet.errors import (
     AmbiguousPluginError,
@@ -21,6 +20,7 @@ from thermonet.errors import (
     PluginTypeError,
 )
 from thermonet.priors import BoxPrior, GaussianPrior
+from thermonet.registry import get_architecture
 
 
 def test_parameter_counts():
@@ -31,7 +31,7 @@ def test_parameter_counts():
 
 
 def test_layout_offsets_of_m3():
-    """original-code-spec.md §1.2: W1 [0,10240) b1 [10240,10280) ... bout [13960,13970)."""
+    """Baldock & Marzari's released code: W1 [0,10240) b1 [10240,10280) ... bout [13960,13970)."""
     g = M3().param_groups()
     assert g["layer1.weight"] == slice(0, 10240)
     assert g["layer1.bias"] == slice(10240, 10280)

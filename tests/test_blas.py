@@ -6,7 +6,8 @@
   process of its own, since the backend is fixed at import);
 * bad ``THERMONET_BLAS`` values and a missing MKL give one-line errors;
 * checkpoints record the backend;
-* ``NUMBA_CPU_FEATURES`` gets ``-prefer-256-bit`` on AVX-512 CPUs unless ``THERMONET_AVX512=0``.
+* ``kernels.configure()`` gives ``NUMBA_CPU_FEATURES`` ``-prefer-256-bit`` on AVX-512 CPUs unless
+  ``THERMONET_AVX512=0``; importing the kernels changes no environment variable.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def test_checkpoint_records_the_backend(tmp_path):
 def _features_after_import(extra: dict[str, str]) -> str:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
     env.update(extra)
-    code = "import os, thermonet.kernels; print(os.environ.get('NUMBA_CPU_FEATURES', ''))"
+    code = ("import os, thermonet.kernels as k; k.configure(); "
+            "print(os.environ.get('NUMBA_CPU_FEATURES', ''))")
     out = subprocess.run(check=False, args=[sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=300)
     return out.stdout.strip()
@@ -174,3 +176,30 @@ def test_512_bit_vectors_on_avx512_cpus_only_and_opt_out():
     assert feats.endswith(",-prefer-256-bit") == has512
     assert _features_after_import({"THERMONET_AVX512": "0"}) == ""
     assert _features_after_import({"NUMBA_CPU_FEATURES": "+sse2"}) == "+sse2"
+
+
+def test_importing_the_kernels_changes_no_environment_variable():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CPU_FEATURES", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    code = ("import os; before = dict(os.environ); "
+            "import thermonet.kernels.mlp, thermonet.kernels.leapfrog, thermonet.kernels.threads; "
+            "print(sorted(set(os.environ.items()) ^ set(before.items())))")
+    out = subprocess.run(check=True, args=[sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "[]"
+
+
+def test_configure_sets_openmp_spinning_unless_the_user_did():
+    def spin(extra):
+        env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+        env.update(extra)
+        code = ("import os, thermonet.kernels as k; k.configure(); k.configure(); "
+                "print(os.environ.get('GOMP_SPINCOUNT', '-'))")
+        return subprocess.run(check=True, args=[sys.executable, "-c", code], env=env,
+                              capture_output=True, text=True, timeout=300).stdout.strip()
+
+    from thermonet.kernels.environment import GOMP_SPINCOUNT_DEFAULT
+
+    assert spin({}) == GOMP_SPINCOUNT_DEFAULT
+    assert spin({"GOMP_SPINCOUNT": "7"}) == "7"
+    assert spin({"OMP_WAIT_POLICY": "passive"}) == "-"

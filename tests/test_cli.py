@@ -63,6 +63,39 @@ def test_plugins_lists_builtins_and_reports_broken_ones(with_broken_plugin, capl
     assert {row["name"] for row in data["minimiser"]} >= {"rmin", "fire"}
 
 
+@pytest.fixture
+def with_misbehaving_samplers(monkeypatch):
+    real = registry._entry_points
+
+    def fake(group):
+        eps = real(group)
+        if group == "thermonet.samplers":
+            for name, value in (("hot", "tests.test_testing:HotHMC"),
+                                ("noinfo", "tests.test_testing:NoInfo")):
+                eps.append(EntryPoint(name, value, group)._for(_Dist("badpkg")))
+        return eps
+
+    monkeypatch.setattr(registry, "_entry_points", fake)
+    registry.refresh()
+    yield
+    registry.refresh()
+
+
+def test_plugins_check_runs_the_conformance_kit(with_misbehaving_samplers):
+    # without --check: the missing Info class is a static contract failure, the biased sampler
+    # passes (nothing has run it)
+    res = CliRunner().invoke(main, ["plugins", "--role", "sampler", "--json"])
+    status = {row["name"]: row for row in json.loads(res.stdout)["sampler"]}
+    assert status["noinfo"]["status"] == "broken" and "no Info class" in status["noinfo"]["problem"]
+    assert status["hot"]["status"] == "ok"
+    res = CliRunner().invoke(main, ["plugins", "--role", "sampler", "--check"])
+    assert res.exit_code == 1
+    assert "standard errors off" in res.output        # the biased sampler, with the reason
+    res = CliRunner().invoke(main, ["plugins", "--role", "sampler", "--check", "--json"])
+    status = {row["name"]: row["status"] for row in json.loads(res.stdout)["sampler"]}
+    assert status["hmc"] == "ok" and status["hot"] == "broken" and status["noinfo"] == "broken"
+
+
 def test_a_broken_plugin_does_not_affect_unrelated_runs(with_broken_plugin, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'

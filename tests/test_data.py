@@ -35,8 +35,8 @@ from thermonet.data import (
     MNIST_ENV,
     MNIST_FILES,
     PAPER_SUBSETS,
-    DataSplit,
     Dataset,
+    DataSplit,
     MnistNotFoundError,
     clear_caches,
     fetch_mnist,
@@ -59,7 +59,7 @@ from thermonet.errors import DataError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
-# original-code-spec.md §0/§2 (float32 arithmetic of torchvision, printed to 8 digits)
+# Baldock & Marzari's released code (float32 arithmetic of torchvision, printed to 8 digits)
 SPEC_MIN, SPEC_MAX = -0.42421296, 2.8214867
 # SHA-256 of load_dataset("D500").x.tobytes(): pins the embedded file and normalise()
 D500_X_SHA256 = "03cb4746829015e0185fff14dd94f3aa6352686c46f49a9f7cee1c95cb31028a"

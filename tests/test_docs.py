@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from thermonet.cli._docs import render, render_config
+from thermonet.cli.docgen import render, render_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

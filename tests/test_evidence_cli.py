@@ -207,7 +207,7 @@ def test_exact_bayes_factor_within_the_reported_error(exact_run):
     assert f["laplace"] == pytest.approx(exact_bf, abs=1e-5)
     # printed as stored
     printed = next(ln for ln in res.output.splitlines() if ln.startswith("ln[p(B|D)/p(A|D)]"))
-    assert evrun._pm(f["ti"], f["ti_error"]) in printed
+    assert evrun.pm(f["ti"], f["ti_error"]) in printed
     assert "NOT CONVERGED" not in res.output and "unchecked" not in printed
 
 
@@ -414,7 +414,7 @@ def test_table_flags_every_failed_row_and_the_bayes_factor():
     summary = {"temperature": 1.0, "repeats": 1, "data": "none", "method": "converged",
                "rows": [row("A", True), row("B", False)],
                "models": [], "convergence_checked": True, "converged": False,
-               "bayes_factors": evrun._bayes_factors([row("A", True), row("B", False)],
+               "bayes_factors": evrun.bayes_factors([row("A", True), row("B", False)],
                                                      ["A", "B"])}
     text = evrun.format_table(summary)
     a_line = next(ln for ln in text.splitlines() if ln.startswith("A "))

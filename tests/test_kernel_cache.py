@@ -13,14 +13,14 @@ def test_editing_a_callee_file_recompiles_its_callers(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "callee.py").write_text(textwrap.dedent("""
-        from thermonet.kernels._jit import kernel
+        from thermonet.kernels.jit import kernel
 
         @kernel
         def value(x):
             return x + 1.0
     """))
     (pkg / "caller.py").write_text(textwrap.dedent("""
-        from thermonet.kernels._jit import kernel
+        from thermonet.kernels.jit import kernel
         from kpkg import callee
 
         @kernel

@@ -20,20 +20,21 @@ import numpy as np
 import pytest
 
 from thermonet.architectures.mlp import M3, MLP, M3Star
-from thermonet.kernels import _jit
+from thermonet.kernels import elementwise as ke
+from thermonet.kernels import jit
 from thermonet.kernels import mlp as k
-from thermonet.kernels._jit import kernel
+from thermonet.kernels.jit import kernel
 
 #: the exp accuracy claims hold with fastmath off (the default); THERMONET_FASTMATH=1 lets LLVM
 #: reassociate the range reduction (measured: 2.4e-14 relative, see mlp.py)
-exact_ieee = pytest.mark.skipif(bool(_jit._FASTMATH),
+exact_ieee = pytest.mark.skipif(bool(jit.FASTMATH),
                                 reason="THERMONET_FASTMATH=1: exp accuracy not guaranteed")
 
 
 @kernel
 def _vexp(x, out):
     for i in range(x.shape[0]):
-        out[i] = k._exp(x[i])
+        out[i] = ke.exp(x[i])
 
 
 def _ulp_error(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -131,15 +132,15 @@ def test_float64_logistic_against_the_exact_value(rng):
                         np.array([0.0, -0.0, 1e-300, -1e-300, 36.7, 37.0, -39.99, -40.0, 40.0,
                                   -707.99, -700.0, 1e-8, -1e-8])])
     z = v.reshape(1, -1).copy()
-    k._sigmoid_inplace(z, np.zeros(z.shape[1]))
+    ke.sigmoid_inplace(z, np.zeros(z.shape[1]))
     got = z[0]
     ref = np.array([float(1 / (1 + mpmath.exp(-mpmath.mpf(float(x))))) for x in v])
     assert _ulp_error(got, ref).max() <= 4.0
     high = np.array([[40.0, 40.5, 100.0, 1e300, np.inf]])
-    k._sigmoid_inplace(high, np.zeros(5))
+    ke.sigmoid_inplace(high, np.zeros(5))
     assert np.all(high == 1.0)
     low = np.array([[-708.0, -708.5, -745.0, -1e300, -np.inf]])
-    k._sigmoid_inplace(low, np.zeros(5))
+    ke.sigmoid_inplace(low, np.zeros(5))
     assert np.all(low == 0.0) and not np.signbit(low).any()
 
 
@@ -154,19 +155,19 @@ def test_float32_logistic_against_the_exact_value(rng):
                         np.array([0.0, -0.0, 1e-30, -1e-30, 16.0, 17.0, -19.99, -20.0, 20.0,
                                   -83.9, -80.0, 1e-4, -1e-4])]).astype(np.float32)
     z = v.reshape(1, -1).copy()
-    k._sigmoid_inplace(z, np.zeros(z.shape[1], dtype=np.float32))
+    ke.sigmoid_inplace(z, np.zeros(z.shape[1], dtype=np.float32))
     got = z[0].astype(np.float64)
     ref = np.array([float(1 / (1 + mpmath.exp(-mpmath.mpf(float(x))))) for x in v])
     ulp = np.spacing(ref.astype(np.float32)).astype(np.float64)
     assert (np.abs(got - ref) / ulp).max() <= 3.0
     high = np.array([[20.0, 20.5, 100.0, 3e38, np.inf]], dtype=np.float32)
-    k._sigmoid_inplace(high, np.zeros(5, dtype=np.float32))
+    ke.sigmoid_inplace(high, np.zeros(5, dtype=np.float32))
     assert np.all(high == 1.0)
     low = np.array([[-84.5, -87.0, -88.0, -100.0, -3e38, -np.inf]], dtype=np.float32)
-    k._sigmoid_inplace(low, np.zeros(6, dtype=np.float32))
+    ke.sigmoid_inplace(low, np.zeros(6, dtype=np.float32))
     assert np.all(low == 0.0) and not np.signbit(low).any()
     mid = np.linspace(-84.0, 20.0, 2001, dtype=np.float32).reshape(1, -1)
-    k._sigmoid_inplace(mid, np.zeros(mid.shape[1], dtype=np.float32))
+    ke.sigmoid_inplace(mid, np.zeros(mid.shape[1], dtype=np.float32))
     assert mid.min() >= np.finfo(np.float32).tiny
 
 
@@ -178,13 +179,13 @@ def test_logistic_units_at_extreme_inputs(dtype):
     b = np.zeros(z.shape[1], dtype=dtype)
     with np.errstate(over="ignore"):
         expect = 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
-    k._sigmoid_inplace(z, b)
+    ke.sigmoid_inplace(z, b)
     # float32: results below the smallest normal float32 (inputs < -87.3) may flush to 0
     atol = 0.0 if dtype == np.float64 else float(np.finfo(np.float32).tiny)
     np.testing.assert_allclose(z[0].astype(np.float64), expect[0],
                                rtol=4 * np.finfo(dtype).eps, atol=atol)
     zn = np.array([[np.nan, 1.0]], dtype=dtype)
-    k._sigmoid_inplace(zn, np.zeros(2, dtype=dtype))
+    ke.sigmoid_inplace(zn, np.zeros(2, dtype=dtype))
     assert np.isnan(zn[0, 0]) and zn[0, 1] == pytest.approx(1 / (1 + math.exp(-1)), rel=1e-6)
 
 

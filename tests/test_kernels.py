@@ -239,7 +239,7 @@ def test_loss_and_kick_in_float32_updates_float64_momenta(rng):
 
 def test_kernels_compose_inside_user_kernels(rng):
     """A plugin's own @kernel can call the MLP kernels by name (composition contract)."""
-    from thermonet.kernels._jit import kernel
+    from thermonet.kernels.jit import kernel
 
     @kernel
     def two_energies(theta_a, theta_b, widths, out_act, x, y, block, work):

@@ -18,8 +18,8 @@ from scipy import integrate
 from thermonet.api import Potential
 from thermonet.architectures.mlp import MLP
 from thermonet.errors import ConfigError
-from thermonet.evidence._hessian import hessian, hvp
 from thermonet.evidence._result import EvidenceResult
+from thermonet.evidence.curvature import hessian, hvp
 from thermonet.evidence.laplace import laplace_evidence, slq_trace
 from thermonet.priors import BoxPrior, GaussianPrior, PriorPotential
 from thermonet.testsystems import Gaussian

@@ -2,7 +2,7 @@
 ``minimise`` / ``baseline`` commands.
 
 RMin is checked step by step against an independent NumPy re-implementation of the paper's
-Algorithm 3 as the original code wrote it (original-code-spec.md §5), on small analytic
+Algorithm 3 as the original code wrote it (Baldock & Marzari's released code), on small analytic
 potentials defined here.
 """
 
@@ -121,7 +121,7 @@ class Cliff(Potential):
 
 
 def reference_rmin(pot, x0, n_steps, *, dt=0.1, ties="downhill", half_width=None):
-    """Algorithm 3 exactly as the original pt.rough_minimise (original-code-spec.md §5):
+    """Algorithm 3 exactly as the original pt.rough_minimise (Baldock & Marzari's released code):
     x += dt p + a dt^2 / 2; p += dt (a1 + a2) / 2 with a = -grad; uphill -> revert, p = 0,
     dt *= 0.95; downhill -> dt += 0.05. Returns the final x and E and, per step, dt after the
     step and whether the step was uphill."""
@@ -523,7 +523,7 @@ def d50_split():
 @pytest.fixture(scope="module")
 def d50_small_split(d50_split):
     """D50 with the first 1000 official test images (fast evaluation)."""
-    from thermonet.data import DataSplit, Dataset
+    from thermonet.data import Dataset, DataSplit
 
     t = d50_split.test
     small = Dataset("mnist-t10k[:1000]", t.x[:1000], t.y[:1000], t.indices[:1000])

@@ -1,13 +1,5 @@
-"""Type aliases shared across the package."""
+"""Old path of :mod:`thermonet.types`."""
 
-from __future__ import annotations
+from thermonet.types import Float32Array, FloatArray, IntArray, Seed
 
-from typing import Union
-
-import numpy as np
-import numpy.typing as npt
-
-FloatArray = npt.NDArray[np.float64]
-Float32Array = npt.NDArray[np.float32]
-IntArray = npt.NDArray[np.int64]
-Seed = Union[int, np.random.SeedSequence, None]
+__all__ = ["Float32Array", "FloatArray", "IntArray", "Seed"]

@@ -45,11 +45,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from thermonet._types import FloatArray, IntArray
 from thermonet.api import Architecture, Minimiser
 from thermonet.errors import ConfigError
 from thermonet.evaluation import classification_error
 from thermonet.priors import BoxPrior
+from thermonet.types import FloatArray, IntArray
 
 logger = logging.getLogger(__name__)
 
@@ -304,8 +304,8 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     minimiser : Minimiser, str or None
         A minimiser instance (shared by the worker threads, so it must be re-entrant; the
         built-ins are), a registered name, or None for RMin with
-        :data:`BASELINE_RMIN_SETTINGS` (``max_steps=50000, grad_tol=1e-5``). It is given the paper's box prior for ``arch``
-        (used only with ``respect_box=True``).
+        :data:`BASELINE_RMIN_SETTINGS` (``max_steps=50000, grad_tol=1e-5``). It is given the paper's
+        box prior for ``arch`` (used only with ``respect_box=True``).
     seed : int
         Root of ``np.random.SeedSequence(seed).spawn(n_draws)``: draw ``i`` uses child ``i``.
     workers : int

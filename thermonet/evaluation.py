@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.api import Architecture
 from thermonet.priors import BoxPrior
+from thermonet.types import FloatArray
 
 
 def classification_error(arch: Architecture, theta: FloatArray, x: FloatArray,

@@ -4,8 +4,8 @@ Accepted formats (chosen by extension, then by content):
 
 * ``.npy``: a 1-D array, or 2-D with ``index`` choosing the row.
 * ``.json`` / ``.txt``: a JSON object with key ``"x"`` holding the flat vector, as the paper's
-  code saved its walkers and ``localmin_*.txt`` files (original-code-spec.md §9). A walker line
-  with a leading label (``config {...}``) is accepted too; the first line is used.
+  code saved its walkers and ``localmin_*.txt`` files (Baldock & Marzari's released code). A walker
+  line with a leading label (``config {...}``) is accepted too; the first line is used.
 * ``.h5`` / ``.hdf5``: a thermonet HDF5 file. The vector is read from the first dataset found
   among ``state/theta``, ``theta``, ``x``; a 2-D dataset (replicas x parameters) needs
   ``index``.
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.api import as_theta
 from thermonet.errors import ParameterFileError
+from thermonet.types import FloatArray
 
 HDF5_KEYS = ("state/theta", "theta", "x")
 
@@ -62,7 +62,7 @@ def load_params(path: str | Path, n_params: int, *, index: int | None = None) ->
             arr = _read_json(path)
     except ParameterFileError:
         raise
-    except Exception as err:  # noqa: BLE001 - any parse failure becomes one clear line
+    except Exception as err:
         raise ParameterFileError(
             f"cannot read {path} ({type(err).__name__}: {err}); expected a .npy array, a JSON "
             "object with key \"x\", or a thermonet HDF5 file") from None

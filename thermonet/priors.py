@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.api import Architecture, Potential
 from thermonet.errors import ConfigError
+from thermonet.types import FloatArray
 
 
 class BoxPrior:
@@ -52,9 +52,17 @@ class BoxPrior:
 
     @classmethod
     def for_architecture(cls, arch: Architecture, scale: float | None = None) -> BoxPrior:
-        """The paper's box for ``arch``, with its default ``c`` unless ``scale`` is given."""
-        return cls.from_fan_in(arch.fan_in(), arch.default_prior_scale if scale is None
-                               else scale)
+        """The box of ``arch``: its :meth:`~thermonet.api.Architecture.prior_widths` (the
+        paper's ``c / sqrt(k_i)`` unless the architecture says otherwise), or, when ``scale``
+        is given, ``scale / sqrt(k_i)``."""
+        if scale is not None:
+            return cls.from_fan_in(arch.fan_in(), scale)
+        sigma = np.asarray(arch.prior_widths(), dtype=np.float64)
+        if sigma.shape != (arch.n_params,):
+            raise ConfigError(f"architecture {arch.name!r}: prior_widths() has shape "
+                              f"{sigma.shape}; expected ({arch.n_params},), one width per "
+                              "parameter")
+        return cls(sigma)
 
     @property
     def n_params(self) -> int:
@@ -203,4 +211,27 @@ class PriorPotential(Potential):
 
     def copy(self) -> PriorPotential:
         return PriorPotential(self.base.copy(), self.prior, self.scale)
+
+    # the Gaussian term's Hessian is diag(s / s_i^2): the base potential's, plus that diagonal
+
+    @property
+    def hessian_method(self) -> str | None:  # type: ignore[override]
+        """The base potential's scheme (the prior term is exact)."""
+        return self.base.hessian_method
+
+    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
+            ) -> FloatArray:
+        v = np.asarray(v_kp, dtype=np.float64)
+        return self.base.hvp(theta, v, threads=threads) + v * (self.scale / self.prior.std ** 2)
+
+    def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
+                threads: int | None = None) -> FloatArray:
+        h = self.base.hessian(theta, index=index, column_block=column_block, threads=threads)
+        diag = self.scale / self.prior.std ** 2
+        h[np.diag_indices_from(h)] += diag if index is None else diag[np.asarray(index)]
+        return h
+
+    def flat_coordinates(self) -> tuple[Any, Any]:
+        """None: the Gaussian term curves every coordinate."""
+        return super().flat_coordinates()
 

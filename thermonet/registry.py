@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
 import importlib.metadata as md
+import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,12 @@ BASES: dict[str, str] = {
 
 #: the contract versions this thermonet understands
 SUPPORTED_API_VERSIONS = frozenset({1})
+
+#: classes a plugin of each role must define (checked on load)
+REQUIRED_CLASSES: dict[str, tuple[str, ...]] = {
+    "sampler": ("Config", "State", "Info"),
+    "minimiser": ("Config",),
+}
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ def _dist_of(ep: Any) -> tuple[str | None, str | None]:
     return name, dist.version
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _discover(role: str) -> dict[str, tuple[PluginSpec, ...]]:
     group = _check_role(role)
     found: dict[str, list[PluginSpec]] = {}
@@ -141,7 +148,7 @@ def _import(value: str) -> Any:
     return obj
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(role: str, name: str) -> type:
     """Import the plugin ``name`` of ``role``, check its contract and return its class."""
     specs = _discover(role).get(name)
@@ -160,7 +167,7 @@ def load(role: str, name: str) -> type:
     spec = specs[0]
     try:
         obj = _import(spec.value)
-    except Exception as err:  # noqa: BLE001 - any import failure of third-party code
+    except Exception as err:
         raise PluginLoadError(f"{spec.describe()} failed to import: "
                               f"{type(err).__name__}: {err}") from err
     validate(role, obj, spec)
@@ -181,6 +188,10 @@ def validate(role: str, obj: Any, spec: PluginSpec | None = None) -> None:
     if version not in SUPPORTED_API_VERSIONS:
         raise PluginTypeError(f"{what} declares api_version {version!r}; this thermonet "
                               f"supports {sorted(SUPPORTED_API_VERSIONS)}")
+    for attr in REQUIRED_CLASSES.get(role, ()):
+        if not isinstance(getattr(obj, attr, None), type):
+            raise PluginTypeError(f"{what} has no {attr} class; a {role} plugin defines "
+                                  f"{', '.join(REQUIRED_CLASSES[role])} (docs/plugins.md)")
 
 
 def check_all(role: str) -> dict[str, str | None]:
@@ -206,14 +217,27 @@ def get_architecture(name: str, **options: Any) -> Any:
 
     ``options`` are passed to its constructor, e.g.
     ``get_architecture("mlp", hidden=[100], output_activation="logistic")``.
+
+    Every option must take effect: an architecture given ``prior_scale`` must report it as its
+    ``default_prior_scale`` (the box prior is built from that), or this raises rather than run
+    with a box the user did not ask for.
     """
     from thermonet.errors import ConfigError
 
     cls = load("architecture", name)
+    options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
     try:
-        return cls(**options)
+        arch = cls(**options)
     except TypeError as err:
         raise ConfigError(f"architecture {name!r} rejected its options {options}: {err}") from None
+    scale = options.get("prior_scale")
+    if scale is not None and float(getattr(arch, "default_prior_scale", math.nan)) != float(scale):
+        raise PluginTypeError(
+            f"architecture {name!r} accepted prior_scale = {scale!r} but reports "
+            f"default_prior_scale = {getattr(arch, 'default_prior_scale', None)!r}, so its box "
+            "prior would silently ignore the setting; the plugin must return the prior_scale it "
+            "was given from default_prior_scale (docs/plugins.md, 'Architectures')")
+    return arch
 
 
 def get_sampler(name: str) -> type:

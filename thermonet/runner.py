@@ -83,14 +83,17 @@ def build(cfg: cfgmod.RunConfig) -> Components:
     configuration built (``cfg.configs``, ``cfg.ladder``).
     """
     from thermonet import registry
+    from thermonet.kernels import configure
+
+    configure()
     from thermonet.data import load_data
     from thermonet.priors import BoxPrior
 
     if not isinstance(cfg, cfgmod.RunConfig):
         cfg = cfgmod.resolve(cfg.data, warn_legacy=False)
-    arch_cls = registry.load("architecture", cfg["architecture"]["name"])
-    arch = arch_cls(**{k: (list(v) if isinstance(v, tuple) else v)
-                       for k, v in cfg["architecture"].items() if k != "name"})
+    arch = registry.get_architecture(cfg["architecture"]["name"],
+                                     **{k: v for k, v in cfg["architecture"].items()
+                                        if k != "name"})
     uses_data = cfg["data"]["name"] != "none"
     split = load_data(cfg["data"]["name"], test=cfg["data"]["test"]) if uses_data else None
     potential = arch.potential(split.train) if split is not None else arch.potential()
@@ -106,7 +109,7 @@ def build(cfg: cfgmod.RunConfig) -> Components:
     minimiser_cls = registry.load("minimiser", cfg["minimiser"]["name"])
     minimiser = minimiser_cls(config=cfg.configs["minimiser"])
     sampler_cls = registry.load("sampler", cfg["sampler"]["name"])
-    masses = arch.fan_in().astype(np.float64) if cfg["sampler"]["mass"] == "fan_in" else None
+    masses = cfgmod.sampler_masses(arch, cfg["sampler"]["mass"])
     engine = ReplicaExchange(sampler_cls, potential, cfg.ladder, prior=prior, masses=masses,
                              sampler_config=cfg.configs["sampler"],
                              n_trajectories=cfg["ladder"]["n_trajectories"], swap=cfg.swap,

@@ -4,17 +4,19 @@ They enter through the same contract as the networks (``thermonet.architectures`
 sampler, a replica-exchange run or an evidence calculation can be checked against exact
 results, and users can sample their own potential the same way.
 
-=====================  ===============================================  ==========================
-name                   E(w)                                             exact at temperature T
-=====================  ===============================================  ==========================
-``gaussian``           sum k_i (w_i - mu_i)^2 / 2                       <E> = d T / 2,
-                                                                        var w_i = T / k_i,
-                                                                        log Z = sum ln sqrt(2 pi T/k_i)
-``flat``               0 (with a box prior: uniform)                    uniform marginals
-``double_well``        sum h (w_i^2 - 1)^2                              1-D quadrature
-``gaussian_mixture``   -ln sum_j pi_j exp(-|w - mu_j|^2 / (2 s_j^2))    mode weights (well separated):
-                                                                        ∝ pi_j^(1/T) s_j^d
-=====================  ===============================================  ==========================
+====================  ============================================  ========================
+name                  E(w)                                          exact at temperature T
+====================  ============================================  ========================
+``gaussian``          sum k_i (w_i - mu_i)^2 / 2                    <E> = d T / 2,
+                                                                    var w_i = T / k_i,
+                                                                    log Z = sum ln sqrt(2 pi
+                                                                    T / k_i)
+``flat``              0 (with a box prior: uniform)                 uniform marginals
+``double_well``       sum h (w_i^2 - 1)^2                           1-D quadrature
+``gaussian_mixture``  -ln sum_j pi_j exp(-|w - mu_j|^2 / (2 s_j^2)) mode weights (well
+                                                                    separated): ∝ pi_j^(1/T)
+                                                                    s_j^d
+====================  ============================================  ========================
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from thermonet._types import FloatArray, IntArray
 from thermonet.api import Architecture, Potential
 from thermonet.errors import ConfigError
+from thermonet.types import FloatArray, IntArray
 
 
 def _vec(value: Any, n: int, what: str) -> FloatArray:
@@ -82,6 +84,21 @@ class GaussianPotential(Potential):
             grad_out[:] = g
         return float(0.5 * np.dot(g, d)), grad_out
 
+    #: the Hessian is known in closed form
+    hessian_method = "analytic"
+
+    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
+            ) -> FloatArray:
+        return np.asarray(v_kp, dtype=np.float64) @ self.hessian(theta).T
+
+    def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
+                threads: int | None = None) -> FloatArray:
+        h = np.diag(np.asarray(self.k, dtype=np.float64))
+        if index is not None:
+            idx = np.asarray(index, dtype=np.int64)
+            h = np.ascontiguousarray(h[np.ix_(idx, idx)])
+        return h
+
 
 class Gaussian(_DataFree):
     """Independent Gaussian wells ``E = sum k_i (w_i - mu_i)^2 / 2``."""
@@ -106,6 +123,8 @@ class Gaussian(_DataFree):
 
 
 class FlatPotential(Potential):
+    """``E = 0``: with a box prior, the uniform distribution on the box."""
+
     def __init__(self, n: int) -> None:
         self.n_params = n
 
@@ -120,6 +139,21 @@ class FlatPotential(Potential):
             grad_out[:] = 0.0
         return 0.0, grad_out
 
+    #: the Hessian is known in closed form
+    hessian_method = "analytic"
+
+    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
+            ) -> FloatArray:
+        return np.asarray(v_kp, dtype=np.float64) @ self.hessian(theta).T
+
+    def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
+                threads: int | None = None) -> FloatArray:
+        h = np.zeros((self.n_params, self.n_params))
+        if index is not None:
+            idx = np.asarray(index, dtype=np.int64)
+            h = np.ascontiguousarray(h[np.ix_(idx, idx)])
+        return h
+
 
 class Flat(_DataFree):
     """``E = 0``: with a box prior, the uniform distribution on the box."""
@@ -131,6 +165,8 @@ class Flat(_DataFree):
 
 
 class DoubleWellPotential(Potential):
+    """``E = sum h (w_i^2 - 1)^2``: a double well in every coordinate."""
+
     def __init__(self, n: int, height: float) -> None:
         self.n_params = n
         self.h = height
@@ -168,6 +204,8 @@ class DoubleWell(_DataFree):
 
 
 class MixturePotential(Potential):
+    """``E = -ln sum_j pi_j exp(-|w - mu_j|^2 / (2 s_j^2))``: a Gaussian mixture."""
+
     def __init__(self, means: FloatArray, widths: FloatArray, weights: FloatArray) -> None:
         self.means = means            # (J, n)
         self.inv_var = 1.0 / widths**2  # (J,)

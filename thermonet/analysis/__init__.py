@@ -10,10 +10,6 @@ predictive, the stopping rule and ladder health (``thermonet analyse``).
 
 from __future__ import annotations
 
-from thermonet.analysis.pipeline import (
-    analyse,
-    summarise,
-)
 from thermonet.analysis.ladder import (
     MIN_SAMPLES,
     MIN_TAU_MULTIPLE,
@@ -23,6 +19,10 @@ from thermonet.analysis.ladder import (
     round_trips_per_replica,
     series_stats,
     swap_table,
+)
+from thermonet.analysis.pipeline import (
+    analyse,
+    summarise,
 )
 from thermonet.analysis.report import (
     ANALYSIS_FORMAT,
@@ -45,15 +45,15 @@ from thermonet.analysis.stopping import (
 __all__ = [
     "ANALYSIS_FORMAT",
     "ANALYSIS_VERSION",
-    "Analysis",
     "MIN_SAMPLES",
     "MIN_TAU_MULTIPLE",
     "PAIR_COLUMNS",
     "STOP_PATIENCE",
     "STOP_SIGMA",
     "SWAP_WARN_THRESHOLD",
-    "SampleEvaluation",
     "TABLE_COLUMNS",
+    "Analysis",
+    "SampleEvaluation",
     "analyse",
     "evaluate_samples",
     "heat_capacity",

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from thermonet import stats
-from thermonet._types import IntArray
+from thermonet.types import IntArray
 
 #: a pair whose swap acceptance is below this fraction gets a warning (the ladder may not mix)
 SWAP_WARN_THRESHOLD = 0.05

@@ -61,7 +61,10 @@ def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
         n_test = len(split.test.y)
         e = ev.test_energy / n_test
         k = minima.shape[0]
-        sem = (lambda a: float(np.std(a, ddof=1) / math.sqrt(k)) if k > 1 else math.nan)
+
+        def sem(a: np.ndarray) -> float:
+            return float(np.std(a, ddof=1) / math.sqrt(k)) if k > 1 else math.nan
+
         return {"baseline_test_energy_per_point": float(e.mean()),
                 "baseline_test_energy_per_point_err": sem(e),
                 "baseline_test_error": float(ev.test_error.mean()),
@@ -99,7 +102,7 @@ def _build_model(cfg_toml: str, mnist_dir: str | None) -> tuple[Any, Any, Any]:
     cfg = cfgmod.resolve(parse_toml(cfg_toml))
     settings = {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in cfg["architecture"].items() if k != "name"}
-    arch = registry.load("architecture", cfg["architecture"]["name"])(**settings)
+    arch = registry.get_architecture(cfg["architecture"]["name"], **settings)
     split = None
     if cfg["data"]["name"] != "none":
         from thermonet.data import load_data

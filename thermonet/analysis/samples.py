@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from thermonet import checkpoint as ckpt
-from thermonet._types import FloatArray
 from thermonet.errors import CheckpointFormatError, ConfigError
+from thermonet.types import FloatArray
 
 
 class SampleEvaluation(NamedTuple):
@@ -41,11 +41,11 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
 
     For each sample s: the training error, the test energy ``-sum_i ln p(t_i|x_i, w_s)`` (from
     the same forward pass as the class probabilities when the potential has ``logits``, else
-    the compiled ``arch.potential(test).energy`` as :func:`thermonet.evaluate`) and the test error (argmax of the
-    class probabilities, ties to the lowest class). With ``predictive``, also the Bayesian
-    predictive of Neal (1993): ``pbar(q|x) = (1/S) sum_s p(q|x, w_s)``, the average of the
-    softmax outputs (not the softmax of averaged logits), accumulated in log space, its test
-    energy ``-sum_i ln pbar(t_i|x_i)`` and its test error.
+    the compiled ``arch.potential(test).energy`` as :func:`thermonet.evaluate`) and the test error
+    (argmax of the class probabilities, ties to the lowest class). With ``predictive``, also the
+    Bayesian predictive of Neal (1993): ``pbar(q|x) = (1/S) sum_s p(q|x, w_s)``, the average of the
+    softmax outputs (not the softmax of averaged logits), accumulated in log space, its test energy
+    ``-sum_i ln pbar(t_i|x_i)`` and its test error.
 
     Parameters
     ----------

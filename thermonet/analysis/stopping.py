@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.errors import ConfigError
+from thermonet.types import FloatArray
 
 #: the stopping rule stops cooling when the test error exceeds the lowest so far by more than
 #: this many combined standard errors
@@ -89,6 +89,9 @@ def stopping_rule(temperatures: Any, values: Any, errors: Any = None, *,
 
 def best_temperature(temps: FloatArray, table: dict[str, np.ndarray], stop_sigma: float,
           stop_patience: int = STOP_PATIENCE) -> dict[str, float]:
+    """The temperature of lowest test error and of lowest test energy, and the stopping rule's
+    temperature (cooling from the top until the test error rises ``stop_sigma`` standard errors
+    above its running minimum at ``stop_patience`` temperatures in a row)."""
     def argmin(col: str) -> tuple[float, float]:
         v = table[col]
         if not np.any(np.isfinite(v)):

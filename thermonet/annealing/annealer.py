@@ -17,7 +17,6 @@ import numpy as np
 
 from thermonet import __version__
 from thermonet import config as cfgmod
-from thermonet._types import FloatArray
 from thermonet.annealing.config import resolve_config, sampler_config
 from thermonet.annealing.schedule import best_index, running_average, schedule_of, stop_index
 from thermonet.annealing.store import (
@@ -34,6 +33,7 @@ from thermonet.errors import CheckpointMismatchError, ConfigError
 from thermonet.io.atomic import write_h5, write_text
 from thermonet.io.h5 import write_header
 from thermonet.io.jsonable import utc_now
+from thermonet.types import FloatArray
 
 log = logging.getLogger("thermonet.anneal")
 
@@ -64,9 +64,9 @@ def build(cfg: cfgmod.ResolvedConfig) -> Setup:
     from thermonet.priors import BoxPrior
 
     seeds = np.random.SeedSequence(cfg["run"]["seed"]).spawn(3)
-    arch_cls = registry.load("architecture", cfg["architecture"]["name"])
-    arch = arch_cls(**{k: (list(v) if isinstance(v, tuple) else v)
-                       for k, v in cfg["architecture"].items() if k != "name"})
+    arch = registry.get_architecture(cfg["architecture"]["name"],
+                                     **{k: v for k, v in cfg["architecture"].items()
+                                        if k != "name"})
     split = load_data(cfg["data"]["name"], test=cfg["data"]["test"])
     a = cfg["anneal"]
     val = make_validation(split.train, a["n_validation"], seeds[2], a["validation_pool"])
@@ -76,7 +76,7 @@ def build(cfg: cfgmod.ResolvedConfig) -> Setup:
     DataSplit(split.train, test, split.test_kind)    # validates
     prior = BoxPrior.for_architecture(arch)
     s = cfg["sampler"]
-    masses = arch.fan_in().astype(np.float64) if s["mass"] == "fan_in" else None
+    masses = cfgmod.sampler_masses(arch, s["mass"])
     sampler_cls = registry.load("sampler", s["name"])
     return Setup(cfg, arch, split, val, test, prior, arch.potential(split.train),
                  arch.potential(val), masses, sampler_cls, sampler_config(sampler_cls, s),

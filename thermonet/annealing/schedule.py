@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from thermonet import config as cfgmod
-from thermonet._types import FloatArray
+from thermonet.types import FloatArray
 
 
 def geometric_schedule(t_start: float, t_end: float, n: int) -> FloatArray:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from thermonet._types import IntArray
+from thermonet.types import IntArray
 
 
 def validation_pool_images(train: Any, pool: str) -> tuple[IntArray, np.ndarray, np.ndarray, str]:

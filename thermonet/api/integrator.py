@@ -14,11 +14,13 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.errors import ConfigError
+from thermonet.types import FloatArray
 
 
 class IntegrationResult(NamedTuple):
+    """The integral, its propagated standard error and the quadrature weights."""
+
     value: float          #: the integral
     error: float          #: Monte Carlo standard error propagated through the weights
     weights: FloatArray   #: the quadrature weights w_j (value = sum w_j mean_j)

@@ -7,26 +7,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from thermonet._types import FloatArray
-from thermonet.errors import ConfigError
-
-
-def build_config(config_cls: type, settings: dict[str, Any], what: str) -> Any:
-    """Instantiate the frozen dataclass ``config_cls`` from ``settings`` with clear errors.
-
-    Unknown keys get a did-you-mean suggestion; the dataclass's ``__post_init__`` validates
-    values.
-    """
-    import difflib
-
-    fields = {f.name for f in dataclasses.fields(config_cls)}
-    for key in settings:
-        if key not in fields:
-            close = difflib.get_close_matches(key, sorted(fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown setting {key!r} for {what}{hint} Valid settings: "
-                              f"{', '.join(sorted(fields))}")
-    return config_cls(**settings)
+from thermonet.api.settings import build_config
+from thermonet.types import FloatArray
 
 
 @dataclass(frozen=True)

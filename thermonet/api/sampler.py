@@ -23,9 +23,9 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet._types import FloatArray
-from thermonet.api.minimiser import build_config
+from thermonet.api.settings import build_config
 from thermonet.errors import ConfigError
+from thermonet.types import FloatArray
 
 
 class Sampler(abc.ABC):
@@ -92,7 +92,7 @@ class Sampler(abc.ABC):
         return state
 
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
-        """This sampler's state after a replica exchange brings ``donor``'s configuration
+        """The state of this slot after a replica exchange brings ``donor``'s configuration
         from a slot at ``donor_temperature``.
 
         The default takes the donor's whole state but keeps this slot's step size, which

@@ -11,31 +11,41 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet._types import FloatArray, IntArray
 from thermonet.api import Architecture, Potential, as_theta
 from thermonet.errors import ConfigError, DataError
-from thermonet.kernels import blas
+from thermonet.kernels import blas, configure
 from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_parallel as kp
 from thermonet.kernels import threads as kt
+from thermonet.types import FloatArray, IntArray
 
 OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
 
 # With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
 # thermonet's own parallelism (docs/performance.md). MKL runs in its sequential layer
-# (thermonet/kernels/blas.py), so no cap is needed, and skipping it saves ~20 us per call.
+# (thermonet/kernels/blas.py), so no cap is needed and the context is skipped.
 _blas_cap = kt.blas_single if blas.BACKEND == "numpy" else contextlib.nullcontext
 _PAR_BLAS_THREADS = 1 if blas.BACKEND == "numpy" else None
 
 #: rows per block of the energy/gradient kernels (part of the numerical recipe: results do not
 #: depend on the number of threads, but they do on the block size, in the last bits). 128 rows
-#: keep a block's activations, deltas and its share of the data in L2: with the MKL kernels it
-#: measured 7-9% faster than 256 on 1 thread at N = 500 and 5000, and level on 2 threads
-#: (docs/performance.md). It was 256 until the MKL kernels landed.
+#: keep a block's activations, deltas and its share of the data in L2 (the measurements that
+#: chose it are in docs/performance.md).
 DEFAULT_BLOCK = 128
+
+
+class MLPModel(NamedTuple):
+    """What the compiled kernels need to know of a network bound to data (read-only)."""
+
+    widths: IntArray       #: layer widths, inputs first
+    out_act: int           #: output activation code (:data:`OUTPUT_ACTIVATIONS`)
+    x: FloatArray          #: (n_data, n_inputs) inputs, in the potential's dtype
+    y: IntArray            #: (n_data,) labels
+    block: int             #: rows per block
 
 
 class MLPPotential(Potential):
@@ -82,6 +92,8 @@ class MLPPotential(Potential):
         self.y = np.ascontiguousarray(y, dtype=np.int64)
         self.block = int(block)
         self.threads = int(threads)
+        if self.threads > 1:
+            configure()    # OpenMP spinning, before the first parallel kernel starts its pool
         self.n_params = arch.n_params
         self.n_data = self.x.shape[0]
         self._widths = arch.widths
@@ -94,6 +106,105 @@ class MLPPotential(Potential):
             # one activation scratch per thread (slot), one partial gradient per block
             self._work_b = np.empty((min(self.threads, self._nb), ws), dtype=self.dtype)
             self._partial_b = np.empty((self._nb, self.n_params), dtype=self.dtype)
+
+    @property
+    def model(self) -> MLPModel:
+        """The network and data as the kernels see them (benchmarks and tools read this)."""
+        return MLPModel(self._widths, self._out, self.x, self.y, self.block)
+
+    # -- capabilities of the Potential contract ----------------------------------------------
+
+    @property
+    def hessian_method(self) -> str | None:  # type: ignore[override]
+        """``"rop"``: exact Hessian products by the compiled R-operator (float64 only)."""
+        return "rop" if self.dtype == np.dtype(np.float64) else None
+
+    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
+            ) -> FloatArray:
+        """Exact ``H @ v`` for the rows of ``v_kp`` (float64; bitwise the same for any
+        ``threads``, default this potential's)."""
+        if self.hessian_method is None:
+            return super().hvp(theta, v_kp, threads=threads)
+        from thermonet.kernels.mlp_hessian import rop_hvp
+
+        th = as_theta(theta, self.n_params, what="theta0")
+        v = np.ascontiguousarray(v_kp, dtype=np.float64)
+        out = np.empty_like(v)
+        with kt.limit(self.threads if threads is None else max(1, int(threads))):
+            rop_hvp(th, self._widths, self._out, self.x, self.y, self.block, v, out)
+        return out
+
+    def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
+                threads: int | None = None) -> FloatArray:
+        """The exact Hessian (not symmetrised) as ``H e_j`` for every requested column, in
+        blocks of ``column_block`` columns; only the rows and columns ``index`` if given."""
+        if self.hessian_method is None:
+            return super().hessian(theta, index=index, column_block=column_block,
+                                   threads=threads)
+        from thermonet.kernels.mlp_hessian import rop_hvp
+
+        if int(column_block) < 1:
+            raise ConfigError(f"column_block = {column_block}; expected a positive integer")
+        th = as_theta(theta, self.n_params, what="theta0")
+        d = self.n_params
+        idx = np.arange(d) if index is None else np.asarray(index, dtype=np.int64)
+        n = idx.shape[0]
+        nthr = self.threads if threads is None else max(1, int(threads))
+        h = np.empty((n, n))
+        cb = min(int(column_block), max(n, 1))
+        eye = np.zeros((cb, d))
+        col = np.empty((cb, d))
+        with kt.limit(nthr):
+            for j0 in range(0, n, cb):
+                j1 = min(n, j0 + cb)
+                e = eye[:j1 - j0]
+                e[:] = 0.0
+                e[np.arange(j1 - j0), idx[j0:j1]] = 1.0
+                # row j of the result holds H e_j = column j (H is symmetric up to rounding)
+                rop_hvp(th, self._widths, self._out, self.x, self.y, self.block, e,
+                        col[:j1 - j0])
+                h[j0:j1] = col[:j1 - j0][:, idx] if index is not None else col[:j1 - j0]
+        return h
+
+    def flat_coordinates(self) -> tuple[Any, Any]:
+        """Coordinates along which the energy is flat by construction.
+
+        * constant inputs: the first-layer weights ``w_oi`` of every input ``i`` with
+          ``x_ni = c_i`` for all n (E depends on them only through ``b_o + sum_i c_i w_oi``);
+        * softmax shift (linear output layer only): the last class's weights and bias (adding
+          the same number to every class's leaves the softmax unchanged).
+        """
+        d = self.n_params
+        const = np.zeros(d, dtype=bool)
+        shift = np.zeros(d, dtype=bool)
+        widths = self._widths
+        n_in, n_h = int(widths[0]), int(widths[1])
+        if self.n_data > 0:
+            const[:n_in * n_h] = np.tile(np.all(self.x == self.x[0], axis=0), n_h)
+        if self._out == k.LINEAR:
+            n_c, n_last = int(widths[-1]), int(widths[-2])
+            start = d - (n_last + 1) * n_c
+            shift[start + (n_c - 1) * n_last:start + n_c * n_last] = True
+            shift[d - 1] = True
+        return const, shift
+
+    def bridge_trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                          inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                          half_width: FloatArray, runaway: float, lam: float,
+                          w0: FloatArray, k_ref: FloatArray, e0: float, scratch: FloatArray
+                          ) -> tuple[float, float, int, int, int] | None:
+        """The TI bridge trajectory in one compiled call (float64, one thread or one block);
+        None otherwise (see the base class)."""
+        if self.dtype != np.dtype(np.float64) or (self.threads > 1 and self._nb > 1):
+            return None
+        from thermonet.kernels import bridge as kb
+
+        with kt.blas_single():
+            j, e, n, status, n_ref = kb.mlp_bridge_trajectory(
+                theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway, lam, w0,
+                k_ref, e0, self._widths, self._out, self.x, self.y, self.block, self._work,
+                self._partial, scratch)
+        return float(j), float(e), int(n), int(status), int(n_ref)
 
     def copy(self) -> MLPPotential:
         """A potential on the same data with its own scratch arrays (one per thread)."""
@@ -121,7 +232,7 @@ class MLPPotential(Potential):
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
             with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
-                e = k.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
+                e = kp.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
                                              self.block, self._work_b.shape[0], self._work_b,
                                              self._partial_b, grad_out)
         else:
@@ -135,7 +246,7 @@ class MLPPotential(Potential):
         th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
         e_k = np.empty(th.shape[0])
         with _blas_cap():
-            k.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work,
+            kp.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work,
                          e_k)
         return e_k
 
@@ -152,11 +263,11 @@ class MLPPotential(Potential):
             work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
             partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
             with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
-                k.loss_and_grad_batch_parallel(th, self._widths, self._out, self.x, self.y,
+                kp.loss_and_grad_batch_parallel(th, self._widths, self._out, self.x, self.y,
                                                self.block, work_k, partial_k, grad_kp, e_k)
         else:
             with _blas_cap():
-                k.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
+                kp.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
                                       self._work, self._partial, grad_kp, e_k)
         return e_k, grad_kp
 

@@ -82,6 +82,9 @@ def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
     Sample prob(w|T,D) ∝ exp(-E(D|w)/T) prior(w) with replica-exchange HMC, compute evidences,
     and reproduce Baldock & Marzari (2019).
     """
+    from thermonet.kernels import configure
+
+    configure()    # before any kernel is imported: Numba reads its settings once
     level = logging.ERROR if quiet else max(logging.DEBUG, logging.INFO - 10 * verbose)
     root = logging.getLogger()
     handler = logging.StreamHandler()

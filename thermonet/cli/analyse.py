@@ -136,7 +136,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
         stop = b["stopping_stopped_at"]
         click.echo(f"stopping rule (cool from T_max until the test error is > "
                    f"{m['stop_sigma']:g} sigma above its minimum at "
-                   f"{m.get('stop_patience', 1)} temperatures in a row): T = {b['stopping_temperature']:.4g}, test "
+                   f"{m.get('stop_patience', 1)} temperatures in a row): "
+                   f"T = {b['stopping_temperature']:.4g}, test "
                    f"error {100 * b['stopping_test_error']:.2f}%"
                    + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
                       else " (no rise down to T_min)"))

@@ -39,11 +39,11 @@ def evaluate(arch_name: str, data_name: str, params_path: str, index: int | None
     Example:
         thermonet evaluate --arch M3 --data D500 --params localmin_data50_h3_flin.txt
     """
-    from thermonet.registry import get_architecture
     from thermonet.data import load_data
     from thermonet.evaluation import evaluate as run_evaluate
     from thermonet.params import load_params
     from thermonet.priors import BoxPrior
+    from thermonet.registry import get_architecture
 
     arch = get_architecture(arch_name)
     theta = load_params(params_path, arch.n_params, index=index)

@@ -156,12 +156,12 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     """
     import numpy as np
 
-    from thermonet.registry import get_architecture
     from thermonet.data import load_data
     from thermonet.errors import ConfigError
     from thermonet.evaluation import evaluate
     from thermonet.params import load_params, save_params
     from thermonet.priors import BoxPrior
+    from thermonet.registry import get_architecture
 
     if draw_index < 0:
         raise ConfigError(f"--draw {draw_index}; expected a draw number >= 0")
@@ -326,9 +326,9 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     """
     import numpy as np
 
-    from thermonet.registry import get_architecture
     from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
     from thermonet.data import load_data
+    from thermonet.registry import get_architecture
 
     arch = (get_architecture(arch_name) if prior_scale is None
             else get_architecture(arch_name, prior_scale=prior_scale))

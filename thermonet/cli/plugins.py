@@ -11,21 +11,31 @@ import click
 @click.option("--role", type=click.Choice(["sampler", "minimiser", "integrator",
                                            "architecture"]), default=None,
               help="Only this role.")
-@click.option("--check/--no-check", default=True, show_default=True,
-              help="Import each plugin to report broken ones (--no-check reads metadata only).")
+@click.option("--check", "mode", flag_value="conformance",
+              help="Also run each plugin through the conformance kit (thermonet.testing): "
+                   "analytic targets, a few seconds per plugin.")
+@click.option("--no-check", "mode", flag_value="metadata",
+              help="Read entry-point metadata only: import no plugin.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def plugins(role: str | None, check: bool, as_json: bool) -> None:
+def plugins(role: str | None, mode: str | None, as_json: bool) -> None:
     """List every registered plugin with the distribution that provides it.
 
-    Broken plugins (failing to import, violating their role's contract, or claimed by two
-    distributions) are listed with the reason; they do not affect other plugins.
+    By default each plugin is imported and checked against its role's static contract (base
+    class, api_version, Config/State/Info classes). Broken plugins (failing to import,
+    violating their contract, failing the conformance kit with --check, or claimed by two
+    distributions) are listed with the reason; they do not affect other plugins. The exit
+    status is 1 when --check finds a broken plugin.
     """
     from thermonet import registry
 
+    mode = mode or "import"
     roles = [role] if role else list(registry.ROLES)
     out: dict[str, list[dict[str, object]]] = {}
+    any_broken = False
     for r in roles:
-        status = registry.check_all(r) if check else {}
+        status = registry.check_all(r) if mode != "metadata" else {}
+        if mode == "conformance":
+            status = _conformance(r, status)
         clashes = registry.conflicts(r)
         rows = []
         for name, spec in registry.available(r).items():
@@ -35,6 +45,7 @@ def plugins(role: str | None, check: bool, as_json: bool) -> None:
                 problem = "claimed by " + " and ".join(
                     f"{s.distribution} ({s.value})" for s in clashes[name])
             row["status"] = "ok" if problem is None else "broken"
+            any_broken = any_broken or problem is not None
             row["problem"] = problem
             rows.append(row)
         out[r] = rows
@@ -51,3 +62,22 @@ def plugins(role: str | None, check: bool, as_json: bool) -> None:
             if row["status"] != "ok":
                 line += f"\n      BROKEN: {row['problem']}"
             click.echo(line)
+    if mode == "conformance" and any_broken:
+        raise SystemExit(1)
+
+
+def _conformance(role: str, status: dict[str, str | None]) -> dict[str, str | None]:
+    """``status`` with each loadable plugin's conformance-kit verdict added."""
+    from thermonet import registry, testing
+
+    out = dict(status)
+    for name, problem in status.items():
+        if problem is not None:
+            continue
+        try:
+            testing.check(role, registry.load(role, name))
+        except testing.ConformanceError as err:
+            out[name] = f"conformance: {err}"
+        except Exception as err:
+            out[name] = f"conformance: {type(err).__name__}: {err}"
+    return out

@@ -84,10 +84,12 @@ INIT_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                 "burn-in blocks: coarse dt adaptation then that many trajectories each"),
     "params": ("", (str,), None, "start every replica from this parameter file instead"),
 }
+#: ``[sampler] mass``: unit masses, the fan-in k_i, or the architecture's masses()
+MASS_KINDS = ("unit", "fan_in", "architecture")
 #: keys of [sampler] handled by the runner (not passed to the sampler's Config)
 SAMPLER_RUNNER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
-    "mass": ("unit", (str,), (lambda v: v in ("unit", "fan_in"), "unit or fan_in"),
-             "per-parameter masses: 1, or the fan-in k_i"),
+    "mass": ("unit", (str,), (lambda v: v in MASS_KINDS, "unit, fan_in or architecture"),
+             "per-parameter masses: 1, the fan-in k_i, or the architecture's masses() array"),
 }
 _POSITIVE_LIST = (lambda v: all(isinstance(t, (int, float)) and not isinstance(t, bool)
                                 for t in v), "a list of positive numbers")
@@ -319,3 +321,18 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
     for key in commandline or {}:
         cfg.sources[key] = "commandline"
     return cfg
+
+
+def sampler_masses(arch: Any, kind: str) -> Any:
+    """The masses of ``[sampler] mass = kind`` for ``arch`` (None: unit masses)."""
+    import numpy as np
+
+    if kind == "unit":
+        return None
+    masses = arch.fan_in() if kind == "fan_in" else arch.masses()
+    masses = np.asarray(masses, dtype=np.float64)
+    if masses.shape != (arch.n_params,) or not np.all(np.isfinite(masses)) or np.any(masses <= 0):
+        raise ConfigError(f"sampler.mass = {kind!r}: architecture {arch.name!r} gave masses of "
+                          f"shape {masses.shape}; expected {arch.n_params} positive finite "
+                          "numbers")
+    return masses

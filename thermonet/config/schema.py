@@ -31,20 +31,21 @@ else:  # pragma: no cover
 SchemaEntry = tuple[Any, tuple[type, ...], Any, str]
 
 def suggest(key: str, valid: list[str]) -> str:
+    """A did-you-mean hint for an unknown ``key`` (empty when nothing is close)."""
     close = difflib.get_close_matches(key, valid, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def type_name(types: tuple[type, ...]) -> str:
+    """The types of a schema entry as the user reads them (``integer or number``)."""
     return " or ".join({int: "integer", float: "number", str: "string", bool: "true/false",
                         list: "list", dict: "table"}[t] for t in types)
 
 
 def check_value(where: str, key: str, value: Any, types: tuple[type, ...], check: Any) -> Any:
-    if isinstance(value, bool) and bool not in types:
-        ok = False
-    else:
-        ok = isinstance(value, types)
+    """Check ``value`` of ``where.key`` against its types and check; return it (ints as floats
+    where a number is expected) or raise the one-line :class:`ConfigError`."""
+    ok = not (isinstance(value, bool) and bool not in types) and isinstance(value, types)
     if not ok:
         raise ConfigError(f"{where}.{key} = {value!r} has the wrong type; expected "
                           f"{type_name(types)}")
@@ -219,6 +220,7 @@ def toml_value(value: Any) -> str:
 
 
 def tomlable(value: Any) -> Any:
+    """``value`` with tuples as lists and None left out, as TOML can write it."""
     if isinstance(value, tuple):
         return [tomlable(v) for v in value]
     if isinstance(value, list):

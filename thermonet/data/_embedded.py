@@ -98,7 +98,7 @@ def build_embedded(mnist_dir: PathLike | None, out_path: PathLike = EMBEDDED_PAT
 
     def fill(f: h5py.File) -> None:
         for key, arr in arrays.items():
-            chunks = (min(len(arr), 2048),) + arr.shape[1:]
+            chunks = (min(len(arr), 2048), *arr.shape[1:])
             f.create_dataset(key, data=arr, chunks=chunks, compression="gzip",
                              compression_opts=9, shuffle=arr.dtype.itemsize > 1,
                              track_times=False)

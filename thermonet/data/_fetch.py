@@ -9,13 +9,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from thermonet.data._files import new_temp_file
 from thermonet.data._mnist import (
     MNIST_FILES,
     MnistFile,
     PathLike,
     uncompressed_sha256,
 )
-from thermonet.data._files import new_temp_file
 from thermonet.errors import DataError
 
 logger = logging.getLogger("thermonet.data")

@@ -12,7 +12,8 @@ from thermonet.io import atomic
 
 
 def new_temp_file(directory: pathlib.Path, prefix: str, suffix: str = ".tmp") -> pathlib.Path:
-    """A new empty, uniquely named file in ``directory`` (:func:`thermonet.io.atomic.new_temp_file`)."""
+    """A new empty, uniquely named file in ``directory``
+    (:func:`thermonet.io.atomic.new_temp_file`)."""
     try:
         return atomic.new_temp_file(directory, prefix, suffix)
     except FileExistsError as err:  # pragma: no cover - 48 random bits

@@ -176,7 +176,8 @@ def parse_idx(data: bytes, name: str = "<bytes>") -> np.ndarray:
         raise DataError(
             f"{name}: {what} IDX file: the header declares shape {shape} of {dtype.name} = "
             f"{_fmt_bytes(expected)} of payload, but {_fmt_bytes(got)} follow the {header}-byte "
-            f"header (file size {_fmt_bytes(len(data))}, expected {_fmt_bytes(expected + header)}); "
+            f"header (file size {_fmt_bytes(len(data))}, "
+            f"expected {_fmt_bytes(expected + header)}); "
             f"the file is incomplete or corrupt: delete it and {FETCH_HINT}")
     arr = np.frombuffer(data, dtype=dtype, count=expected // dtype.itemsize, offset=header)
     return arr.reshape(shape).astype(dtype.newbyteorder("="), copy=True)

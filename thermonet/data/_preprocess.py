@@ -3,7 +3,7 @@
 The original code (torchvision) did ``Resize((16, 16))`` -> ``ToTensor()`` ->
 ``Normalize((0.1307,), (0.3081,))`` on each PIL 'L' image. Pillow's bilinear filter is
 antialiased when downscaling and returns *rounded uint8*; that rounding changes the inputs
-measurably (original-code-spec.md §0), so the resize step is kept separate and exact.
+measurably (Baldock & Marzari's released code), so the resize step is kept separate and exact.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``thermodynamic_integration``, ``repeat_ti``, ``fit_reference`` and ``TIConfig`` come from
 :mod:`thermonet.evidence.ti`; ``laplace_evidence`` and ``hessian`` from
-:mod:`thermonet.evidence.laplace` and :mod:`thermonet.evidence._hessian`. They are imported on
+:mod:`thermonet.evidence.laplace` and :mod:`thermonet.evidence.curvature`. They are imported on
 first use, so ``import thermonet.evidence`` stays cheap. See docs/evidence.md.
 """
 
@@ -20,8 +20,8 @@ _LAZY = {
     "thermodynamic_integration": "thermonet.evidence.ti",
     "repeat_ti": "thermonet.evidence.ti",
     "laplace_evidence": "thermonet.evidence.laplace",
-    "hessian": "thermonet.evidence._hessian",
-    "hvp": "thermonet.evidence._hessian",
+    "hessian": "thermonet.evidence.curvature",
+    "hvp": "thermonet.evidence.curvature",
 }
 
 __all__ = ["EvidenceResult", "Reference", "TIConfig", "fit_reference", "hessian", "hvp",

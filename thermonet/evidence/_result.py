@@ -44,7 +44,7 @@ class EvidenceResult:
 
     @property
     def log_evidence(self) -> float:
-        """log p(D | model) = log ∫_box e^{-E/T} dw - log ∏ σ_i (uniform prior on the box)."""
+        """Log p(D | model) = log ∫_box e^{-E/T} dw - log ∏ σ_i (uniform prior on the box)."""
         return self.log_integral - self.log_volume
 
     def as_dict(self) -> dict[str, Any]:

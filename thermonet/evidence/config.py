@@ -244,13 +244,13 @@ def count_params(model: Mapping[str, Any], limit: int, name: str = "NAME") -> in
         if not p.is_file():
             raise ConfigError(f"model.{name}.params: {p} does not exist (paths are relative to "
                               f"the working directory {Path.cwd()})")
-        n += _rows(p)
+        n += rows_in(p)
         if n >= limit:
             break
     return n
 
 
-def _rows(path: Path) -> int:
+def rows_in(path: Path) -> int:
     import numpy as np
 
     if path.suffix.lower() == ".npy":

@@ -45,7 +45,7 @@ contributes its box width ``ln σ_j``, as does any coordinate whose Hessian row 
 Two ways to the eigenvalue sum (``method``):
 
 ``"dense"``
-    the exact Hessian (:func:`thermonet.evidence._hessian.hessian`; exact R-operator for the
+    the exact Hessian (:func:`thermonet.evidence.curvature.hessian`; exact R-operator for the
     built-in MLP) and a symmetric eigendecomposition (LAPACK ``syevr``). Error 0 (the result
     is deterministic; the Laplace approximation itself is not).
 ``"slq"``
@@ -74,12 +74,11 @@ from typing import Any
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.errors import ConfigError
-from thermonet.evidence import _hessian
-from thermonet.evidence._hessian import hessian, hvp
 from thermonet.evidence._result import EvidenceResult
+from thermonet.evidence.curvature import DEFAULT_COLUMN_BLOCK, hessian, hvp, resolve_method
 from thermonet.priors import BoxPrior
+from thermonet.types import FloatArray
 
 __all__ = ["DENSE_MAX_PARAMS", "hessian", "hvp", "laplace_evidence", "slq_trace"]
 
@@ -137,7 +136,7 @@ def laplace_evidence(potential: Any, theta0: Any, prior: BoxPrior, temperature: 
     potential : Potential
         ``E(theta)`` with its gradient; the built-in MLP gets an exact Hessian (R-operator),
         the Gaussian test system its analytic one, other potentials finite differences of the
-        gradient (see :mod:`thermonet.evidence._hessian`).
+        gradient (see :mod:`thermonet.evidence.curvature`).
     theta0 : array_like, shape (n_params,)
         A minimum of ``E`` inside the box (e.g. from :class:`thermonet.minimisers.rmin.RMin`
         with ``respect_box=True``).
@@ -163,9 +162,10 @@ def laplace_evidence(potential: Any, theta0: Any, prior: BoxPrior, temperature: 
         ``method="laplace"``; ``details`` holds the eigenvalue counts (``n_flat``: the
         sheared-out flat coordinates; ``n_bounded``: directions given the box width, flat
         ones included; ``n_negative``, ``n_small``), an eigenvalue summary, ``logdet`` (over
-        the unbounded directions, of ``SHS/T`` for the scaled bound, else ``H/T``), the plain Laplace value without any box
-        (``log_integral_unbounded``, NaN if an eigenvalue is <= 0 or a coordinate is flat),
-        the Hessian scheme, its asymmetry and timings (docs/evidence.md lists them all).
+        the unbounded directions, of ``SHS/T`` for the scaled bound, else ``H/T``), the plain
+        Laplace value without any box (``log_integral_unbounded``, NaN if an eigenvalue is <= 0 or a
+        coordinate is flat), the Hessian scheme, its asymmetry and timings (docs/evidence.md lists
+        them all).
     """
     t_start = time.perf_counter()
     th, t = _check_inputs(potential, theta0, prior, temperature)
@@ -210,7 +210,7 @@ def _eig_summary(lam: FloatArray) -> dict[str, Any]:
 
 def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: dict[str, Any],
            *, bound: str = "scaled", box_width: float | None = None,
-           column_block: int = _hessian.DEFAULT_COLUMN_BLOCK, threads: int | None = None,
+           column_block: int = DEFAULT_COLUMN_BLOCK, threads: int | None = None,
            eig_threads: int = 1) -> tuple[float, float]:
     import scipy.linalg
 
@@ -439,24 +439,7 @@ def _flat_coordinates(potential: Any) -> tuple[FloatArray, FloatArray]:
 
     Other potentials: none known in advance.
     """
-    d = potential.n_params
-    const = np.zeros(d, dtype=bool)
-    shift = np.zeros(d, dtype=bool)
-    if not _hessian._is_mlp(potential):
-        return const, shift
-    from thermonet.kernels import mlp as km
-
-    widths = potential.arch.widths
-    n_in, n_h = int(widths[0]), int(widths[1])
-    x = potential.x
-    if potential.n_data > 0:
-        const[:n_in * n_h] = np.tile(np.all(x == x[0], axis=0), n_h)
-    if potential.arch.out_act == km.LINEAR:
-        n_c, n_last = int(widths[-1]), int(widths[-2])
-        start = d - (n_last + 1) * n_c
-        shift[start + (n_c - 1) * n_last:start + n_c * n_last] = True   # last class's weights
-        shift[d - 1] = True                                             # last class's bias
-    return const, shift
+    return potential.flat_coordinates()
 
 
 def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
@@ -467,7 +450,7 @@ def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
         raise ConfigError(f"bound = {bound!r}; SLQ supports 'scaled' and 'scalar' (no "
                           "eigenvectors)")
     t0 = time.perf_counter()
-    hm = _hessian.resolve_method(potential)
+    hm = resolve_method(potential)
     const_in, shift = _flat_coordinates(potential)
     flat = const_in | shift
     keep = np.flatnonzero(~flat)

@@ -39,18 +39,12 @@ do not depend on ``workers``.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
-import os
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +54,28 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError, ConfigError, ConvergenceError
 from thermonet.evidence import config as evcfg
 from thermonet.evidence._result import EvidenceResult
+from thermonet.evidence.models import (
+    CONFIG_NAME,
+    Minimum,
+    Model,
+    build_minimiser,
+    build_models,
+    loaded_vectors,
+    prepare_dir,
+)
+from thermonet.evidence.report import (
+    bayes_factors,
+    between_minima,
+    format_convergence,
+    format_table,
+    pm,
+    write_summary,
+)
+from thermonet.evidence.tasks import agreement, read_json, result_from_dict, run_jobs, task_seed
+from thermonet.io.atomic import write_bytes, write_json
 
 log = logging.getLogger("thermonet.evidence")
 
-CONFIG_NAME = "evidence.toml"
 RESULT_NAME = "result.json"
 #: exit status of ``thermonet evidence`` when an estimate failed its convergence report
 EXIT_NOT_CONVERGED = 3
@@ -79,181 +91,6 @@ VARIANTS: dict[str, str] = {
     "reverse": "reverse sweep",
     "seed2": "another seed",
 }
-
-
-# --- small helpers ------------------------------------------------------------------------------
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if isinstance(obj, (tuple, set)):
-        return list(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
-
-
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    text = json.dumps(obj, indent=1, sort_keys=True, default=_jsonable, allow_nan=True)
-    _write_bytes_atomic(path, (text + "\n").encode("utf-8"))
-
-
-def _read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def task_seed(seed: int, model: str, minimum: int, label: str) -> int:
-    """The seed of one task: a function of its identity only (never of the schedule)."""
-    ss = np.random.SeedSequence([seed, zlib.crc32(model.encode()), minimum,
-                                 zlib.crc32(label.encode())])
-    return int(ss.generate_state(1, dtype=np.uint32)[0])
-
-
-def result_from_dict(d: dict[str, Any]) -> EvidenceResult:
-    """Rebuild an :class:`EvidenceResult` from ``as_dict()`` output."""
-    return EvidenceResult(method=d["method"], temperature=float(d["temperature"]),
-                          n_params=int(d["n_params"]), energy0=float(d["energy0"]),
-                          log_integral=float(d["log_integral"]),
-                          log_integral_error=float(d["log_integral_error"]),
-                          log_volume=float(d["log_volume"]), details=d.get("details", {}))
-
-
-def agreement(base: float, base_err: float, value: float, value_err: float,
-              tolerance: float) -> dict[str, Any]:
-    """The convergence criterion: ``|value - base| < tolerance * sqrt(base_err² + value_err²)``.
-
-    A non-finite estimate or error never agrees. Returns the difference, the allowed bound and
-    whether it passed.
-    """
-    delta = value - base
-    allowed = tolerance * math.sqrt(base_err**2 + value_err**2)
-    ok = all(math.isfinite(x) for x in (base, base_err, value, value_err)) and \
-        abs(delta) < allowed
-    return {"delta": delta, "allowed": allowed, "passed": bool(ok)}
-
-
-# --- the directory ------------------------------------------------------------------------------
-
-def prepare_dir(cfg: cfgmod.ResolvedConfig, out: Path) -> cfgmod.ResolvedConfig:
-    """Create ``out`` or check that it holds this configuration; store the configuration.
-
-    A directory holding a different evidence configuration (other than the extendable keys
-    :data:`thermonet.evidence.config.EXTENDABLE`), or a sampling run, is refused.
-    """
-    from thermonet import checkpoint as ckpt
-
-    out = Path(out)
-    if (out / ckpt.CHECKPOINT).exists():
-        raise ConfigError(f"{out} holds a `thermonet run` sampling run, not an evidence "
-                          "calculation; choose another --out")
-    stored_path = out / CONFIG_NAME
-    if stored_path.is_file():
-        import tomllib
-
-        try:
-            stored = evcfg.resolve(tomllib.loads(stored_path.read_text(encoding="utf-8")))
-        except (ConfigError, tomllib.TOMLDecodeError) as err:
-            raise CheckpointMismatchError(f"{stored_path} cannot be read back ({err}); choose "
-                                          "another --out") from None
-        changed = cfgmod.diff(stored, cfg, ignore=evcfg.EXTENDABLE)
-        if changed:
-            what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changed[:4])
-            more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
-            raise CheckpointMismatchError(
-                f"{out} holds an evidence calculation with a different configuration ({what}"
-                f"{more}); re-run with the same config to continue it, or choose another --out")
-    elif out.is_dir() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty and holds no evidence calculation; choose "
-                          "another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    _write_bytes_atomic(stored_path, cfg.to_toml().encode("utf-8"))
-    return cfg
-
-
-# --- building the models ------------------------------------------------------------------------
-
-@dataclass
-class Model:
-    """One model of the comparison: architecture, potential and box prior."""
-
-    name: str
-    settings: dict[str, Any]
-    arch: Any
-    potential: Any
-    prior: Any
-
-    @property
-    def n_params(self) -> int:
-        return int(self.arch.n_params)
-
-
-def build_models(cfg: cfgmod.ResolvedConfig) -> list[Model]:
-    """Load the data once and build every model's potential and prior."""
-    from thermonet import registry
-    from thermonet.priors import BoxPrior
-
-    data = cfg["data"]
-    split = None
-    if data["name"] != "none":
-        from thermonet.data import load_data
-
-        split = load_data(data["name"], test=data["test"])
-    models = []
-    for name, m in cfg["model"].items():
-        settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.items()
-                    if k not in evcfg.MODEL_KEYS}
-        arch = registry.load("architecture", m["architecture"])(**settings)
-        pot = arch.potential(split.train) if split is not None else arch.potential()
-        models.append(Model(name, dict(m), arch, pot, BoxPrior.for_architecture(arch)))
-    return models
-
-
-def _build_minimiser(cfg: cfgmod.ResolvedConfig) -> Any:
-    from thermonet import registry
-
-    table = dict(cfg["minimiser"])
-    name = table.pop("name")
-    return registry.load("minimiser", name)(**table)
-
-
-def _loaded_vectors(model: Model, n: int) -> list[tuple[np.ndarray, str]]:
-    from thermonet.params import load_params
-
-    out: list[tuple[np.ndarray, str]] = []
-    for path in model.settings["params"]:
-        p = Path(path)
-        rows = evcfg._rows(p)
-        for r in range(rows):
-            if len(out) >= n:
-                return out
-            theta = load_params(p, model.n_params, index=r if rows > 1 else None)
-            out.append((theta, f"{p}" + (f" row {r}" if rows > 1 else "")))
-    return out
-
-
-# --- the calculation ----------------------------------------------------------------------------
-
-@dataclass
-class _Minimum:
-    model: Model
-    index: int
-    theta: np.ndarray | None = None
-    info: dict[str, Any] | None = None
-
 
 class Evidence:
     """One evidence calculation in a directory: plan, run (resumably) and summarise.
@@ -278,7 +115,7 @@ class Evidence:
         self.stream = stream if stream is not None else sys.stderr
         self.ev = cfg["evidence"]
         self.models: list[Model] = []
-        self.minima: dict[tuple[str, int], _Minimum] = {}
+        self.minima: dict[tuple[str, int], Minimum] = {}
         self._refs: dict[tuple[str, int], Any] = {}
         self._ref_locks: dict[tuple[str, int], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -324,13 +161,13 @@ class Evidence:
 
     # phase 1: minima
 
-    def _find_minimum(self, m: _Minimum) -> None:
+    def _find_minimum(self, m: Minimum) -> None:
         path = self._min_path(m.model.name, m.index)
         info_path = path.with_suffix(".json")
         pot = m.model.potential.copy()          # each thread its own scratch space
         if path.is_file() and info_path.is_file():
             theta = np.load(path, allow_pickle=False)
-            info = _read_json(info_path)
+            info = read_json(info_path)
             e = pot.energy(theta)
             if not (e == info["energy"] or abs(e - info["energy"]) <= 1e-9 * max(
                     1.0, abs(info["energy"]))):
@@ -342,10 +179,10 @@ class Evidence:
             return
         t0 = time.monotonic()
         if m.model.settings["params"]:
-            theta, source = _loaded_vectors(m.model, m.index + 1)[m.index]
+            theta, source = loaded_vectors(m.model, m.index + 1)[m.index]
             info = {"source": source, "energy": float(pot.energy(theta))}
         else:
-            mini = _build_minimiser(self.cfg)
+            mini = build_minimiser(self.cfg)
             draw = np.random.default_rng(np.random.SeedSequence(self.ev["seed"],
                                                                 spawn_key=(m.index,)))
             theta0 = m.model.arch.initial_draw(draw)
@@ -368,8 +205,8 @@ class Evidence:
 
         buf = io.BytesIO()
         np.save(buf, theta)
-        _write_bytes_atomic(path, buf.getvalue())
-        _write_json_atomic(info_path, info)
+        write_bytes(path, buf.getvalue())
+        write_json(info_path, info)
         m.theta, m.info = theta, info
         extra = (f", {info['n_steps']} steps ({info['reason']})" if "n_steps" in info else "")
         self._finished(f"minimum {m.index} of {m.model.name}: E(w0) = {info['energy']:.6g}"
@@ -377,7 +214,7 @@ class Evidence:
 
     # phase 2: TI and Laplace
 
-    def _reference(self, m: _Minimum) -> Any:
+    def _reference(self, m: Minimum) -> Any:
         """The reference of the baseline run (repeat 0) of this minimum, for the convergence
         variants: fitted once with the stream repeat 0 itself fits with (child 0 of its seed),
         so it is the very reference repeat 0 used; stored as reference.npz for a resume."""
@@ -405,13 +242,13 @@ class Evidence:
                 buf = io.BytesIO()
                 np.savez(buf, w0=ref.w0, k=ref.k, uniform=ref.uniform,
                          energy0=np.float64(ref.energy0))
-                _write_bytes_atomic(path, buf.getvalue())
+                write_bytes(path, buf.getvalue())
                 self._say(f"    reference of {m.model.name} minimum {m.index} fitted for the "
                           f"convergence report ({time.monotonic() - t0:.1f} s)")
             self._refs[key] = ref
             return ref
 
-    def _ti_plan(self, m: _Minimum, label: str) -> tuple[Any, int, Any]:
+    def _ti_plan(self, m: Minimum, label: str) -> tuple[Any, int, Any]:
         """(TIConfig, seed, reference or None) of one TI task.
 
         Repeats fit their own reference from their own seed. The variants k0.5, k2, bridges2,
@@ -436,7 +273,7 @@ class Evidence:
             raise ValueError(f"unknown convergence variant {variant!r}")  # pragma: no cover
         return evcfg.ti_config(self.cfg, **changes), seed0, self._reference(m)
 
-    def _run_ti(self, m: _Minimum, label: str) -> None:
+    def _run_ti(self, m: Minimum, label: str) -> None:
         from thermonet.evidence.ti import thermodynamic_integration
 
         run_dir = self._ti_dir(m.model.name, m.index, label)
@@ -463,8 +300,8 @@ class Evidence:
         d["seed"] = seed
         d["label"] = label
         d["seconds"] = time.monotonic() - t0
-        _write_json_atomic(run_dir / RESULT_NAME, d)
-        self._finished(f"{what}: log ∫ = {_pm(res.log_integral, res.log_integral_error)}",
+        write_json(run_dir / RESULT_NAME, d)
+        self._finished(f"{what}: log ∫ = {pm(res.log_integral, res.log_integral_error)}",
                        d["seconds"])
 
     def _lambda_progress(self, what: str) -> Callable[..., None]:
@@ -476,8 +313,10 @@ class Evidence:
             if self._stop.is_set():
                 raise KeyboardInterrupt
             now = time.monotonic()
-            line = (f"    {what}: λ point {j + 1}/{n_points} (λ = {info.get('lambda', math.nan):.4f})"
-                    f"  <dJ/dλ> = {info.get('mean', math.nan):.6g} ± {info.get('sem', math.nan):.2g}"
+            line = (f"    {what}: λ point {j + 1}/{n_points} "
+                    f"(λ = {info.get('lambda', math.nan):.4f})"
+                    f"  <dJ/dλ> = {info.get('mean', math.nan):.6g}"
+                    f" ± {info.get('sem', math.nan):.2g}"
                     f"  acc {info.get('acceptance', math.nan):.2f}"
                     f"  dt {info.get('step_size', math.nan):.3g}")
             if now - state["last"] < PROGRESS_INTERVAL and j + 1 < n_points:
@@ -488,7 +327,7 @@ class Evidence:
 
         return progress
 
-    def _run_laplace(self, m: _Minimum) -> None:
+    def _run_laplace(self, m: Minimum) -> None:
         from thermonet.evidence.laplace import laplace_evidence
 
         path = self._laplace_path(m.model.name, m.index)
@@ -503,39 +342,18 @@ class Evidence:
         d = res.as_dict()
         d["seed"] = seed
         d["seconds"] = time.monotonic() - t0
-        _write_json_atomic(path, d)
+        write_json(path, d)
         self._finished(f"Laplace {m.model.name} minimum {m.index}: log ∫ = "
                        f"{res.log_integral:.6g}", d["seconds"])
 
     def _pool(self, jobs: list[Callable[[], None]]) -> None:
-        """Run ``jobs`` on ``workers`` threads; on an error, let the running ones finish (so
-        their results are stored), then raise it."""
-        if not jobs:
-            return
-        workers = self.ev["workers"]
-        if workers == 1:
-            for job in jobs:
-                job()
-            return
-        with ThreadPoolExecutor(max_workers=workers) as ex:
-            futures = [ex.submit(job) for job in jobs]
-            try:
-                _done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-            except KeyboardInterrupt:
-                # Ctrl-C: running TI runs stop after their current λ point (checkpointed)
-                self._stop.set()
-                for f in futures:
-                    f.cancel()
-                self._say("stopping: the running TI runs end after their current λ point; "
-                          "re-run the same command to continue")
-                wait(futures)
-                raise
-            for f in pending:
-                f.cancel()
-            wait(futures)
-            for f in futures:
-                if f.done() and not f.cancelled() and f.exception() is not None:
-                    raise f.exception()  # type: ignore[misc]
+        def interrupted() -> None:
+            # Ctrl-C: running TI runs stop after their current λ point (checkpointed)
+            self._stop.set()
+            self._say("stopping: the running TI runs end after their current λ point; "
+                      "re-run the same command to continue")
+
+        run_jobs(jobs, self.ev["workers"], on_interrupt=interrupted)
 
     def run(self) -> dict[str, Any]:
         """Do (or continue) every task, then write and return the summary."""
@@ -546,7 +364,7 @@ class Evidence:
         n_min = self.ev["n_minima"]
         for model in self.models:
             for j in range(n_min):
-                self.minima[(model.name, j)] = _Minimum(model, j)
+                self.minima[(model.name, j)] = Minimum(model, j)
         labels = self.ti_labels()
         mins = list(self.minima.values())
         todo_min = [m for m in mins if not self._min_path(m.model.name, m.index).is_file()]
@@ -581,8 +399,8 @@ class Evidence:
         models = []
         for model in self.models:
             mine = [r for r in rows if r["model"] == model.name]
-            models.append(_between_minima(model.name, mine))
-        factors = _bayes_factors(rows, [m.name for m in self.models])
+            models.append(between_minima(model.name, mine))
+        factors = bayes_factors(rows, [m.name for m in self.models])
         checked = bool(ev["convergence"])
         converged = all(r["converged"] is not False for r in rows)
         return {
@@ -595,12 +413,12 @@ class Evidence:
             "rows": rows, "models": models, "bayes_factors": factors,
         }
 
-    def _summarise_minimum(self, m: _Minimum) -> dict[str, Any]:
+    def _summarise_minimum(self, m: Minimum) -> dict[str, Any]:
         ev = self.ev
         name, j = m.model.name, m.index
         reps = []
         for r in range(ev["repeats"]):
-            d = _read_json(self._ti_dir(name, j, f"rep{r:03d}") / RESULT_NAME)
+            d = read_json(self._ti_dir(name, j, f"rep{r:03d}") / RESULT_NAME)
             reps.append(d)
         li = np.array([d["log_integral"] for d in reps])
         le = np.array([d["log_integral_error"] for d in reps])
@@ -625,7 +443,7 @@ class Evidence:
         }
         lap_path = self._laplace_path(name, j)
         if ev["laplace"] and lap_path.is_file():
-            lap = _read_json(lap_path)
+            lap = read_json(lap_path)
             row["laplace"] = lap
             row["laplace_log_evidence"] = lap["log_integral"] - lap["log_volume"]
         else:
@@ -635,7 +453,7 @@ class Evidence:
             base = reps[0]
             variants = []
             for v, desc in VARIANTS.items():
-                d = _read_json(self._ti_dir(name, j, f"conv-{v}") / RESULT_NAME)
+                d = read_json(self._ti_dir(name, j, f"conv-{v}") / RESULT_NAME)
                 a = agreement(base["log_integral"], base["log_integral_error"],
                               d["log_integral"], d["log_integral_error"], ev["tolerance"])
                 variants.append({"variant": v, "description": desc, "seed": d["seed"],
@@ -654,206 +472,6 @@ class Evidence:
         return row
 
 
-def _between_minima(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """How much the log evidence moves between minima of one model."""
-    le = np.array([r["log_evidence"] for r in rows])
-    out: dict[str, Any] = {"model": name, "n_minima": len(rows)}
-    if len(rows) >= 2:
-        out.update(mean=float(le.mean()), sd=float(le.std(ddof=1)),
-                   min=float(le.min()), max=float(le.max()),
-                   range=float(le.max() - le.min()))
-    else:
-        out.update(mean=float(le[0]), sd=math.nan, min=float(le[0]), max=float(le[0]),
-                   range=0.0)
-    return out
-
-
-def _bayes_factors(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
-    """ln[p(B|D)/p(A|D)] for every model B against the first model A, at minimum 0 of each
-    (TI and Laplace), and from the means over minima with the between-minima spread."""
-    by = {(r["model"], r["minimum"]): r for r in rows}
-    out = []
-    if len(names) < 2:
-        return out
-    a = names[0]
-    for b in names[1:]:
-        ra, rb = by[(a, 0)], by[(b, 0)]
-        f = {"numerator": b, "denominator": a,
-             "ti": rb["log_evidence"] - ra["log_evidence"],
-             "ti_error": math.hypot(ra["log_evidence_error"], rb["log_evidence_error"]),
-             "converged": (None if ra["converged"] is None and rb["converged"] is None
-                           else bool(ra["converged"] is not False
-                                     and rb["converged"] is not False)),
-             "laplace": (rb["laplace_log_evidence"] - ra["laplace_log_evidence"]
-                         if ra["laplace_log_evidence"] is not None
-                         and rb["laplace_log_evidence"] is not None else None)}
-        ma = [r["log_evidence"] for r in rows if r["model"] == a]
-        mb = [r["log_evidence"] for r in rows if r["model"] == b]
-        if len(ma) >= 2 and len(mb) >= 2:
-            f["ti_over_minima"] = float(np.mean(mb) - np.mean(ma))
-            f["ti_over_minima_sd"] = float(math.hypot(np.std(ma, ddof=1), np.std(mb, ddof=1)))
-        out.append(f)
-    return out
-
-
-def write_summary(out: Path, summary: dict[str, Any]) -> None:
-    """summary.json, summary.h5 and table.txt, each written atomically."""
-    _write_json_atomic(out / "summary.json", summary)
-    _write_bytes_atomic(out / "table.txt", (format_table(summary) + "\n\n"
-                                            + format_convergence(summary) + "\n")
-                        .encode("utf-8"))
-    _write_h5(out / "summary.h5", summary)
-
-
-def _write_h5(path: Path, summary: dict[str, Any]) -> None:
-    import h5py
-
-    tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as fh:
-        fh.attrs["format"] = "thermonet.evidence"
-        fh.attrs["format_version"] = 1
-        fh.attrs["summary_json"] = json.dumps(summary, default=_jsonable, allow_nan=True)
-        for r in summary["rows"]:
-            g = fh.create_group(f"model/{r['model']}/min{r['minimum']:03d}")
-            for key in ("n_params", "energy0", "log_volume", "log_integral",
-                        "log_integral_error", "log_evidence", "log_evidence_error"):
-                g.attrs[key] = r[key]
-            if r["laplace_log_evidence"] is not None:
-                g.attrs["laplace_log_evidence"] = r["laplace_log_evidence"]
-                g.attrs["laplace_log_integral"] = r["laplace"]["log_integral"]
-            g.attrs["converged"] = ("unchecked" if r["converged"] is None
-                                    else "yes" if r["converged"] else "NO")
-            g["repeat_log_integral"] = np.array([x["log_integral"] for x in r["repeats"]])
-            g["repeat_log_integral_error"] = np.array([x["log_integral_error"]
-                                                       for x in r["repeats"]])
-            g["repeat_seed"] = np.array([x["seed"] for x in r["repeats"]], dtype=np.int64)
-            for key, value in (r.get("ti_details") or {}).items():
-                arr = _numeric(value)
-                if arr is not None:
-                    g.create_dataset(f"ti_details/{key}", data=arr)
-            if r["convergence"]:
-                vs = r["convergence"]["variants"]
-                c = g.create_group("convergence")
-                c["variant"] = np.array([v["variant"] for v in vs], dtype="S")
-                for key in ("log_integral", "log_integral_error", "delta", "allowed"):
-                    c[key] = np.array([v[key] for v in vs], dtype=np.float64)
-                c["passed"] = np.array([v["passed"] for v in vs], dtype=bool)
-    with open(tmp, "rb+") as fh2:
-        os.fsync(fh2.fileno())
-    os.replace(tmp, path)
-
-
-def _numeric(value: Any) -> np.ndarray | None:
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError):
-        return None
-    if arr.dtype.kind in "fiub" and arr.size > 0:
-        return arr
-    return None
-
-
-# --- formatting ---------------------------------------------------------------------------------
-
-def _short(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.5g}"
-    return str(v)
-
-
-def _decimals(err: float) -> int:
-    if not math.isfinite(err) or err <= 0:
-        return 2
-    return int(min(6, max(0, 1 - math.floor(math.log10(err)))))
-
-
-def _pm(value: float, err: float) -> str:
-    if not math.isfinite(value):
-        return str(value)
-    d = _decimals(err)
-    e = "nan" if not math.isfinite(err) else f"{err:.{d}f}"
-    return f"{value:.{d}f} ± {e}"
-
-
-def _status(row: dict[str, Any]) -> str:
-    if row["converged"] is None:
-        return "unchecked"
-    if row["converged"]:
-        return "ok"
-    return "NOT CONVERGED (" + ", ".join(row["failed"]) + ")"
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    """The model table and the log Bayes factors, as printed by ``thermonet evidence``."""
-    lines = []
-    t = summary["temperature"]
-    spread = "mean ± sd of" if summary["repeats"] >= 2 else "one run of"
-    lines.append(f"evidence on {summary['data']}, T = {t:g}, TI method {summary['method']}; "
-                 f"TI: {spread} {summary['repeats']} run(s) per minimum")
-    if t != 1.0:
-        lines.append("note: at T != 1 'log evidence' is log ∫ e^(-E/T) - log ∏σ, not p(D|M)")
-    head = (f"{'model':<8} {'min':>3} {'d':>7} {'E(w0)':>10} {'log ∫ (TI)':>22} "
-            f"{'log ∏σ':>11} {'log evidence (TI)':>22} {'Laplace':>11} {'Lap-TI':>9}  check")
-    lines.append(head)
-    lines.append("-" * len(head))
-    for r in summary["rows"]:
-        flag = "" if r["converged"] is not False else " !"
-        lap = r["laplace_log_evidence"]
-        lap_s = f"{lap:.2f}" if lap is not None else "-"
-        dl = f"{lap - r['log_evidence']:+.2f}" if lap is not None else "-"
-        lines.append(
-            f"{r['model']:<8} {r['minimum']:>3} {r['n_params']:>7} {r['energy0']:>10.3g} "
-            f"{_pm(r['log_integral'], r['log_integral_error']) + flag:>22} "
-            f"{r['log_volume']:>11.2f} "
-            f"{_pm(r['log_evidence'], r['log_evidence_error']) + flag:>22} "
-            f"{lap_s:>11} {dl:>9}  {_status(r)}")
-    for m in summary["models"]:
-        if m["n_minima"] >= 2:
-            lines.append(f"between the {m['n_minima']} minima of {m['model']}: log evidence "
-                         f"mean {m['mean']:.2f}, sd {m['sd']:.2f}, range {m['range']:.2f} "
-                         f"({m['min']:.2f} to {m['max']:.2f})")
-    for f in summary["bayes_factors"]:
-        b, a = f["numerator"], f["denominator"]
-        mark = ("" if f["converged"] else "   NOT CONVERGED" if f["converged"] is False
-                else "   (unchecked: no convergence report)")
-        lap = f"; Laplace {f['laplace']:.2f}" if f["laplace"] is not None else ""
-        lines.append(f"ln[p({b}|D)/p({a}|D)] = {_pm(f['ti'], f['ti_error'])} "
-                     f"(TI, minimum 0 of each{lap}){mark}")
-        if "ti_over_minima" in f:
-            lines.append(f"ln[p({b}|D)/p({a}|D)] over minima = {f['ti_over_minima']:.2f} ± "
-                         f"{f['ti_over_minima_sd']:.2f} (mean ± between-minima sd)")
-    if summary["convergence_checked"] and not summary["converged"]:
-        lines.append("NOT CONVERGED: estimates marked ! disagree with a convergence variant "
-                     "beyond the tolerance; see the convergence report. Do not use them as "
-                     "clean numbers.")
-    return "\n".join(lines)
-
-
-def format_convergence(summary: dict[str, Any]) -> str:
-    """The convergence report table."""
-    if not summary["convergence_checked"]:
-        return ("convergence report: not run (--no-convergence); the numbers above are "
-                "unchecked")
-    tol = summary["tolerance"]
-    lines = [(f"convergence report: each variant must agree with the baseline TI run "
-             f"(repeat 0): |Δ| < {tol:g}·sqrt(σ_base² + σ_variant²)")]
-    head = (f"{'model':<8} {'min':>3} {'variant':<22} {'log ∫':>22} {'Δ':>10} "
-            f"{'allowed':>9}  agrees")
-    lines.append(head)
-    lines.append("-" * len(head))
-    for r in summary["rows"]:
-        c = r["convergence"]
-        b = c["baseline"]
-        lines.append(f"{r['model']:<8} {r['minimum']:>3} {'baseline':<22} "
-                     f"{_pm(b['log_integral'], b['log_integral_error']):>22}")
-        for v in c["variants"]:
-            lines.append(f"{r['model']:<8} {r['minimum']:>3} {v['description']:<22} "
-                         f"{_pm(v['log_integral'], v['log_integral_error']):>22} "
-                         f"{v['delta']:>+10.3g} {v['allowed']:>9.3g}  "
-                         f"{'yes' if v['passed'] else 'NO'}")
-    return "\n".join(lines)
-
-
 def run_evidence(cfg: cfgmod.ResolvedConfig, out: str | Path, *, quiet: bool = False,
                  stream: Any = None) -> dict[str, Any]:
     """Run (or continue) the evidence calculation of ``cfg`` in ``out``; return the summary."""
@@ -870,3 +488,10 @@ __all__ = [
     "run_evidence",
     "task_seed",
 ]
+
+
+__all__ = ["CONFIG_NAME", "EXIT_NOT_CONVERGED", "PROGRESS_INTERVAL", "RESULT_NAME", "VARIANTS",
+           "Evidence", "Minimum", "Model", "agreement", "bayes_factors", "build_models",
+           "format_convergence",
+           "format_table", "pm", "prepare_dir", "result_from_dict", "run_evidence", "task_seed",
+           "write_summary"]

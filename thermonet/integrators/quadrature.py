@@ -3,9 +3,9 @@
 ``simpson``: composite Simpson on an odd number of points; on an even number of points the
 average of the two one-sided variants (Simpson on the first N-1 points plus a trapezoid on the
 last interval, and a trapezoid on the first interval plus Simpson on the rest): SciPy's old
-``simps(even='avg')``, which the paper's 102-point integration used (original-code-spec.md
-§7.5). Implemented here because SciPy changed the default and then removed the option.
-Non-uniform grids are supported (Simpson per interval pair with the exact parabola weights).
+``simps(even='avg')``, which the paper's 102-point integration used (Baldock & Marzari's released
+code). Implemented here because SciPy changed the default and then removed the option. Non-uniform
+grids are supported (Simpson per interval pair with the exact parabola weights).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.api.integrator import Integrator
+from thermonet.types import FloatArray
 
 
 def trapezoid_weights(x: FloatArray) -> FloatArray:
+    """Composite trapezoid weights on the sorted grid ``x``."""
     h = np.diff(x)
     w = np.zeros_like(x)
     w[:-1] += 0.5 * h
@@ -39,6 +40,8 @@ def _simpson_odd(x: FloatArray) -> FloatArray:
 
 
 def simpson_weights(x: FloatArray) -> FloatArray:
+    """Composite Simpson weights on the sorted grid ``x`` (even point counts: the average of
+    the two one-sided variants)."""
     n = len(x)
     if n == 2:
         return trapezoid_weights(x)

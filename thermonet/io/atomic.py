@@ -63,12 +63,13 @@ def _fsync_file(path: Path) -> None:
 def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Replace ``path`` by what ``write(tmp)`` writes to a temporary file, atomically.
 
-    ``write`` receives the temporary path and must create it. The file is fsynced, renamed over
-    ``path`` and the directory fsynced. If ``write`` raises, ``path`` is untouched and the
-    temporary file is left for the next run's clean-up (its partial content can help a bug
-    report).
+    ``write`` receives the temporary path and must create it. The parent directory is created
+    if missing; the file is fsynced, renamed over ``path`` and the directory fsynced. If ``write``
+    raises, ``path`` is untouched and the temporary file is left for the next run's clean-up (its
+    partial content can help a bug report).
     """
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     write(tmp)
     _fsync_file(tmp)

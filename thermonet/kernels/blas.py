@@ -1,8 +1,8 @@
 """The matrix products of the kernels: Intel MKL when it is installed, else NumPy's ``np.dot``.
 
 On the skinny shapes of the MLP kernels ((rows x 256)(256 x 40), the 40 x 40 layers) MKL's
-``dgemm`` is 1.2-1.9x faster than the OpenBLAS that Numba's ``np.dot`` calls (measured on this
-project's machine, docs/performance.md), and the products are most of a gradient's cost. So:
+``dgemm`` can be faster than the OpenBLAS that Numba's ``np.dot`` calls, or slower, depending on
+the CPU (docs/performance.md), and the products are most of a gradient's cost. So:
 
 * ``THERMONET_BLAS=auto`` (the default): use MKL if ``libmkl_rt`` can be loaded (``pip install
   thermonet[mkl]``, i.e. the ``mkl`` wheel from PyPI), else ``np.dot``.
@@ -20,7 +20,7 @@ MKL first with a threaded layer, thermonet leaves it alone and uses ``np.dot``
 
 The two backends round differently (results agree to ~1e-13 relative, not bitwise), so the
 backend is part of a run's provenance (:func:`info`) and of the kernel cache stamp
-(:mod:`thermonet.kernels._jit`).
+(:mod:`thermonet.kernels.jit`).
 
 The kernels call :func:`gemm` with C-contiguous 2-D operands (``c = op(a) @ op(b)``), and
 :func:`gemm_acc` (``c += alpha * op(a) @ op(b)``) where a gradient goes straight into the
@@ -30,104 +30,13 @@ registered with LLVM, which keeps the kernels cacheable.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import glob
-import os
-import sys
-
 import numpy as np
 from numba import types
 
-from thermonet.kernels._jit import kernel
+from thermonet.kernels.backend import BACKEND, LIBRARY, REASON, SYM_D, SYM_S, info
+from thermonet.kernels.jit import kernel
 
-_CHOICES = ("auto", "mkl", "numpy")
-_MKL_THREADING_SEQUENTIAL = 1
-_MKL_CBWR_STRICT = 0x10000
-_SYM_D = "thermonet_blas_dgemm"
-_SYM_S = "thermonet_blas_sgemm"
-
-
-def _candidates() -> list[str]:
-    paths: list[str] = []
-    env = os.environ.get("THERMONET_MKL_LIB")
-    if env:
-        return [env]
-    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
-        paths += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")), reverse=True)
-        paths += sorted(glob.glob(os.path.join(prefix, "Library", "bin", "mkl_rt*.dll")))
-    found = ctypes.util.find_library("mkl_rt")
-    if found:
-        paths.append(found)
-    return paths
-
-
-def _load_mkl() -> tuple[ctypes.CDLL | None, str]:
-    """Load and configure MKL; return ``(library or None, why not)``."""
-    tried = _candidates()
-    if not tried:
-        return None, "MKL is not installed (pip install 'thermonet[mkl]' to use it)"
-    errors = []
-    for path in tried:
-        try:
-            lib = ctypes.CDLL(path)
-            break
-        except OSError as exc:
-            errors.append(f"{path}: {exc}")
-    else:
-        return None, "could not load MKL: " + "; ".join(errors)
-    try:
-        lib.MKL_Set_Threading_Layer.restype = ctypes.c_int
-        layer = lib.MKL_Set_Threading_Layer(_MKL_THREADING_SEQUENTIAL)
-        if layer != _MKL_THREADING_SEQUENTIAL:
-            return None, (f"MKL was already initialised with threading layer {layer} by another "
-                          "library; thermonet needs the sequential layer and uses np.dot")
-        branch = lib.mkl_cbwr_get_auto_branch()
-        if lib.MKL_CBWR_Set(ctypes.c_int(branch | _MKL_CBWR_STRICT)) != 0:
-            return None, "MKL refused strict reproducibility mode (MKL_CBWR); using np.dot"
-        lib.cblas_dgemm  # noqa: B018  (AttributeError if this is not a full MKL)
-        lib.cblas_sgemm  # noqa: B018
-    except AttributeError as exc:
-        return None, f"{path} is not a usable MKL runtime ({exc}); using np.dot"
-    return lib, ""
-
-
-def _select() -> tuple[str, str, str]:
-    """Return ``(backend, library path, reason)`` and register the MKL symbols if used."""
-    want = os.environ.get("THERMONET_BLAS", "auto").strip().lower() or "auto"
-    if want == "openblas":
-        want = "numpy"
-    if want not in _CHOICES:
-        raise RuntimeError(
-            f"THERMONET_BLAS={want!r}; expected one of {', '.join(_CHOICES)} "
-            "(unset it for automatic choice)")
-    if want == "numpy":
-        return "numpy", "", "THERMONET_BLAS=numpy"
-    lib, why = _load_mkl()
-    if lib is None:
-        if want == "mkl":
-            raise RuntimeError(f"THERMONET_BLAS=mkl but {why}; install the 'mkl' package or "
-                               "unset THERMONET_BLAS")
-        return "numpy", "", why
-    import llvmlite.binding as llb
-
-    llb.add_symbol(_SYM_D, ctypes.cast(lib.cblas_dgemm, ctypes.c_void_p).value)
-    llb.add_symbol(_SYM_S, ctypes.cast(lib.cblas_sgemm, ctypes.c_void_p).value)
-    return "mkl", lib._name, ""
-
-
-#: ``"mkl"`` or ``"numpy"``: the backend of the kernels' matrix products in this process
-BACKEND, LIBRARY, REASON = _select()
-
-
-def info() -> dict[str, str]:
-    """The backend in use, its library and why MKL is not used (benchmarks print this)."""
-    out = {"blas_backend": BACKEND}
-    if LIBRARY:
-        out["blas_library"] = LIBRARY
-    if REASON:
-        out["blas_note"] = REASON
-    return out
+__all__ = ["BACKEND", "LIBRARY", "REASON", "gemm", "gemm_acc", "info"]
 
 
 _i32 = types.int32
@@ -135,8 +44,8 @@ _sig_d = types.void(_i32, _i32, _i32, _i32, _i32, _i32, types.float64, types.int
                     types.intp, _i32, types.float64, types.intp, _i32)
 _sig_s = types.void(_i32, _i32, _i32, _i32, _i32, _i32, types.float32, types.intp, _i32,
                     types.intp, _i32, types.float32, types.intp, _i32)
-_dgemm = types.ExternalFunction(_SYM_D, _sig_d)
-_sgemm = types.ExternalFunction(_SYM_S, _sig_s)
+_dgemm = types.ExternalFunction(SYM_D, _sig_d)
+_sgemm = types.ExternalFunction(SYM_S, _sig_s)
 _ROW_MAJOR = 101
 _NO_TRANS = 111
 _TRANS = 112

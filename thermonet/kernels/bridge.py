@@ -15,7 +15,7 @@ import numpy as np
 
 from thermonet.kernels import leapfrog as lf
 from thermonet.kernels import mlp
-from thermonet.kernels._jit import kernel
+from thermonet.kernels.jit import kernel
 
 
 @kernel

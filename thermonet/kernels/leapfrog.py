@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from thermonet.kernels import mlp
-from thermonet.kernels._jit import kernel
+from thermonet.kernels.jit import kernel
 
 WALL_NONE = 0
 WALL_REFLECT = 1
@@ -234,6 +234,7 @@ def kinetic(p, inv_mass):
 
 @kernel
 def all_finite(a):
+    """True if every entry of the 1-D array ``a`` is finite."""
     for i in range(a.shape[0]):
         if not math.isfinite(a[i]):
             return False

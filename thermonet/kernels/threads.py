@@ -5,39 +5,24 @@ depend on it (kernels reduce in a fixed block order); only the wall time does.
 
 Inside a parallel kernel every Numba thread calls BLAS (``np.dot``) itself. A multi-threaded
 BLAS underneath then oversubscribes the cores: OpenBLAS's own worker threads compete with
-Numba's, and concurrent threaded OpenBLAS calls serialise on a lock while spinning. On a 2-core
-machine this made the 2-thread M(3) gradient ~75x *slower* than the 1-thread one
-(docs/performance.md). :func:`limit` therefore also caps every loaded BLAS library at one
-thread (``blas_threads=1``) for the duration of the block, using ``threadpoolctl`` when it is
+Numba's, and concurrent threaded OpenBLAS calls serialise on a lock while spinning
+(docs/performance.md measures the cost). :func:`limit` therefore also caps every loaded BLAS library
+at one thread (``blas_threads=1``) for the duration of the block, using ``threadpoolctl`` when it is
 installed (without it BLAS is left alone).
 
-OpenMP spinning
----------------
-Numba's default threading layer here is GNU OpenMP, whose threads busy-wait up to
-``GOMP_SPINCOUNT`` = 300,000 pause loops (~10 ms) at every barrier. When another process keeps
-one of the cores busy, a spinning thread and the thread it waits for share a core, and every
-parallel region then costs whole scheduler time slices: the 2-thread M(3) gradient at N = 500
-fell from ~2,200/s to ~65/s. Importing this module therefore sets ``GOMP_SPINCOUNT=10000``
-(~0.5 ms of spinning: the same speed on an idle machine, ~10x faster on a loaded one) unless
-``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already set. It only takes effect if imported
-before Numba starts its threading layer (the first parallel kernel call in the process), which
-is the case when the parallel kernels are reached through ``MLPPotential(threads > 1)``.
+OpenMP busy-waiting is tamed by :func:`thermonet.kernels.configure`
+(:mod:`thermonet.kernels.environment`), which :class:`thermonet.architectures.mlp.MLPPotential`
+calls when it is built with ``threads > 1``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numba
-
-#: OpenMP busy-wait default applied at import (see the module docstring)
-GOMP_SPINCOUNT_DEFAULT = "10000"
-if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT_DEFAULT
 
 _lock = threading.Lock()
 _blas: list[Any] | None = None      # threadpoolctl controllers of the loaded BLAS libraries
@@ -54,7 +39,7 @@ def _blas_controllers() -> list[Any]:
             from threadpoolctl import ThreadpoolController
 
             _blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
-        except Exception:  # noqa: BLE001  (no threadpoolctl / scipy: leave BLAS alone)
+        except Exception:
             _blas = []
     return _blas
 
@@ -70,7 +55,7 @@ def _cap_blas(n: int) -> None:
                     if cur != n:
                         c.set_num_threads(n)
                         _saved.append((c, cur))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
         _depth += 1
 
@@ -81,10 +66,9 @@ def _restore_blas() -> None:
         _depth -= 1
         if _depth == 0:
             for c, cur in _saved:
-                try:
+                # a library that went away has nothing to restore
+                with contextlib.suppress(Exception):
                     c.set_num_threads(cur)
-                except Exception:  # noqa: BLE001
-                    pass
             _saved.clear()
 
 

@@ -14,9 +14,9 @@ velocity ``v`` and the force ``F = -dE/dw``::
 with the paper's parameters N_min = 5, f_inc = 1.1, f_dec = 0.5, alpha_start = 0.1,
 f_alpha = 0.99 and ``dt_max`` about ten times the initial step.
 
-thermonet's additions, shared with :mod:`thermonet.minimisers.rmin`: the same stopping rules
-(gradient tolerance, step budget, step-size underflow), a step to a non-finite energy (or,
-with ``respect_box``, out of the prior box) is undone and treated as ``P <= 0``, and one
+thermonet's additions, from the shared driver :class:`thermonet.api.descent.Descent`: the same
+stopping rules (gradient tolerance, step budget, step-size underflow), a step to a non-finite energy
+(or, with ``respect_box``, out of the prior box) is undone and treated as ``P <= 0``, and one
 gradient evaluation per step.
 
 References
@@ -27,32 +27,16 @@ simple", Phys. Rev. Lett. 97, 170201 (2006).
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from thermonet._types import FloatArray
-from thermonet.api import Minimiser, MinimiseResult
+from thermonet.api.descent import Descent, Walk
+from thermonet.api.settings import check_bool, check_int, check_real
 from thermonet.errors import ConfigError
-from thermonet.kernels import leapfrog as lf
-from thermonet.minimisers.rmin import (
-    GRADIENT_TOLERANCE,
-    STEP_BUDGET,
-    STEP_SIZE_UNDERFLOW,
-    STOPPED_BY_CALLBACK,
-    Callback,
-    check_bool,
-    check_int,
-    check_real,
-    first_gradient,
-    max_abs,
-    prepare,
-)
-
-logger = logging.getLogger(__name__)
+from thermonet.types import FloatArray
 
 
 def _dot(a: FloatArray, b: FloatArray) -> float:
@@ -133,7 +117,15 @@ class FIREConfig:
                               f"step_size too, e.g. --set step_size={self.dt_max!r}")
 
 
-class FIRE(Minimiser):
+@dataclass
+class FIREState:
+    """FIRE's own state: the velocity-mixing parameter and the steps since ``P <= 0``."""
+
+    alpha: float
+    n_pos: int = 0
+
+
+class FIRE(Descent):
     """Standard FIRE (Bitzek et al. 2006) with velocity Verlet and unit masses.
 
     Parameters
@@ -146,109 +138,41 @@ class FIRE(Minimiser):
     -----
     Unlike RMin, FIRE does not revert ordinary uphill steps, so its current point is not
     always the lowest visited. The result holds the point where the gradient tolerance was
-    met if the run converged, otherwise the lowest-energy point visited.
+    met if the run converged, otherwise the lowest-energy point visited (the shared driver,
+    :class:`thermonet.api.descent.Descent`).
     """
 
     name: ClassVar[str] = "fire"
     api_version: ClassVar[int] = 1
     Config: ClassVar[type] = FIREConfig
 
-    def minimise(self, potential: Any, theta0: FloatArray, *, prior: Any = None,
-                 callback: Callback | None = None) -> MinimiseResult:
-        """Minimise ``potential`` from ``theta0``.
+    def init(self, walk: Walk) -> FIREState:
+        """``alpha = alpha_start`` and no step with ``P > 0`` yet."""
+        return FIREState(alpha=self.config.alpha_start)
 
-        Parameters
-        ----------
-        potential : thermonet.api.Potential
-        theta0 : ndarray of float64, shape (n_params,)
-            Starting point (not modified).
-        prior : BoxPrior, optional
-            Needed only with ``respect_box=True``.
-        callback : callable, optional
-            ``callback(step, energy, max_abs_grad, dt)`` after every step (values at the
-            current point); a true return value stops the run ("stopped by callback").
-
-        Returns
-        -------
-        MinimiseResult
-        """
+    def step(self, walk: Walk, state: FIREState) -> FIREState:
+        """One velocity-Verlet step and the FIRE update of the velocity, dt and alpha."""
         cfg: FIREConfig = self.config
-        theta, half_width = prepare(potential, theta0, prior, cfg.respect_box, "fire")
-        n = theta.shape[0]
-        grad = np.empty(n)
-        energy = first_gradient(potential, theta, grad, "fire")
-        n_evals = 1
-        trial = np.empty(n)
-        grad_trial = np.empty(n)
-        v = np.zeros(n)
-        inv_mass = np.ones(n)
-        best_theta = theta.copy()
-        best_e, best_g = energy, max_abs(grad)
-        dt = cfg.step_size
-        alpha = cfg.alpha_start
-        n_pos = 0  # steps since P <= 0
-        g_max = best_g
-        reason = STEP_BUDGET
-        step = 0
-        if g_max < cfg.grad_tol:
-            reason = GRADIENT_TOLERANCE
+        _, ok = walk.trial()
+        if ok:
+            walk.accept()
+            power = -_dot(walk.grad, walk.p)      # P = F . v with F = -grad
         else:
-            with np.errstate(over="ignore", invalid="ignore"):  # divergence is data
-                while step < cfg.max_steps:
-                    step += 1
-                    np.copyto(trial, theta)
-                    lf.kick(v, grad, 0.5 * dt)
-                    lf.drift(trial, v, inv_mass, dt)
-                    if half_width is not None and lf.beyond(trial, half_width, 1.0):
-                        e_new = math.inf
-                    else:
-                        e_new, _ = potential.energy_and_grad(trial, grad_trial)
-                        n_evals += 1
-                        e_new = float(e_new)
-                    ok = math.isfinite(e_new) and bool(lf.all_finite(grad_trial))
-                    if ok:
-                        lf.kick(v, grad_trial, 0.5 * dt)
-                        theta, trial = trial, theta
-                        grad, grad_trial = grad_trial, grad
-                        energy = e_new
-                        g_max = max_abs(grad)
-                        if energy < best_e:
-                            np.copyto(best_theta, theta)
-                            best_e, best_g = energy, g_max
-                        # FIRE update with F = -grad
-                        power = -_dot(grad, v)
-                    else:
-                        # undo the step (theta, energy, grad are untouched); treat as P <= 0,
-                        # which zeroes v below
-                        power = -1.0
-                    if power > 0.0:
-                        f_norm = math.sqrt(_dot(grad, grad))
-                        v_norm = math.sqrt(_dot(v, v))
-                        if f_norm > 0.0:
-                            v *= 1.0 - alpha
-                            v -= (alpha * v_norm / f_norm) * grad
-                        if n_pos > cfg.n_min:
-                            dt = min(dt * cfg.f_inc, cfg.dt_max)
-                            alpha *= cfg.f_alpha
-                        n_pos += 1
-                    else:
-                        v.fill(0.0)
-                        dt *= cfg.f_dec
-                        alpha = cfg.alpha_start
-                        n_pos = 0
-                    if callback is not None and callback(step, energy, g_max, dt):
-                        reason = STOPPED_BY_CALLBACK
-                        break
-                    if g_max < cfg.grad_tol:
-                        reason = GRADIENT_TOLERANCE
-                        break
-                    if dt < cfg.dt_min:
-                        reason = STEP_SIZE_UNDERFLOW
-                        break
-        if reason != GRADIENT_TOLERANCE and best_e < energy:
-            theta, energy, g_max = best_theta, best_e, best_g
-        logger.debug("fire: %s after %d steps, E = %.6g, max|grad| = %.3g, dt = %.3g",
-                     reason, step, energy, g_max, dt)
-        return MinimiseResult(theta=np.array(theta, copy=True), energy=energy,
-                              max_abs_grad=g_max, n_steps=step, n_grad_evals=n_evals,
-                              reason=reason, converged=reason == GRADIENT_TOLERANCE)
+            # the step is undone (the walk is untouched) and counts as P <= 0
+            power = -1.0
+        if power > 0.0:
+            f_norm = math.sqrt(_dot(walk.grad, walk.grad))
+            v_norm = math.sqrt(_dot(walk.p, walk.p))
+            if f_norm > 0.0:
+                walk.p *= 1.0 - state.alpha
+                walk.p -= (state.alpha * v_norm / f_norm) * walk.grad
+            if state.n_pos > cfg.n_min:
+                walk.dt = min(walk.dt * cfg.f_inc, cfg.dt_max)
+                state.alpha *= cfg.f_alpha
+            state.n_pos += 1
+        else:
+            walk.p.fill(0.0)
+            walk.dt *= cfg.f_dec
+            state.alpha = cfg.alpha_start
+            state.n_pos = 0
+        return state

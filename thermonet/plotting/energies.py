@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def error_band(ax: Axes, x: np.ndarray, y: np.ndarray, err: np.ndarray, colour: Any) -> None:
+    """Shade ``y ± err`` around a curve where the error is finite."""
     err = np.asarray(err, dtype=np.float64)
     ok = np.isfinite(err)
     if ok.any():

@@ -50,6 +50,7 @@ def new_figure(figsize: tuple[float, float] = (7.0, 4.8)) -> Figure:
 
 def new_axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.8)
               ) -> tuple[Figure, Axes]:
+    """``ax``'s figure and ``ax``, or a new figure with one axes of ``figsize``."""
     if ax is not None:
         return ax.figure, ax  # type: ignore[return-value]
     fig = new_figure(figsize)
@@ -86,6 +87,7 @@ def save(fig: Figure, path: PathLike, *, dpi: float = 150) -> Path:
 
 
 def format_number(v: float) -> str:
+    """A number as a plot label shows it (``%g``)."""
     return f"{v:g}"
 
 

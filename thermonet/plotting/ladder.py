@@ -179,5 +179,6 @@ def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     ax.set_ylabel("heat capacity per data point C/n = Var(E)/(n T²) (k_B = 1)" if per_point
                   else "heat capacity C = Var(E)/T² (k_B = 1, dimensionless)")
     ax.legend(fontsize="small")
-    ax.set_title(figure_title("Heat capacity", infos, "bands: ± 1 standard error"), fontsize="medium")
+    ax.set_title(figure_title("Heat capacity", infos, "bands: ± 1 standard error"),
+                 fontsize="medium")
     return fig

@@ -79,6 +79,7 @@ def run_info(run_dir: PathLike) -> RunInfo:
 
 
 def read_run_trace(run_dir: PathLike) -> tuple[RunInfo, dict[str, np.ndarray]]:
+    """The run's identity and its whole trace, read through the storage layer."""
     from thermonet import checkpoint as ckpt
 
     info = run_info(run_dir)
@@ -101,6 +102,7 @@ def first_kept(n: int, discard: float) -> int:
 
 
 def as_run_list(run_dirs: PathLike | Sequence[PathLike]) -> list[PathLike]:
+    """One run directory or several, as a list."""
     if isinstance(run_dirs, (str, Path)):
         return [run_dirs]
     out = list(run_dirs)
@@ -112,6 +114,7 @@ def as_run_list(run_dirs: PathLike | Sequence[PathLike]) -> list[PathLike]:
 def analyse_run(run_dir: PathLike, discard: float | None, *, test: bool, workers: int,
              baseline: PathLike | None = None, mnist_dir: PathLike | None = None,
              predictive: bool = False) -> Any:
+    """The analysis of ``run_dir`` (its stored analysis.h5 when it matches, else computed)."""
     from thermonet.analysis import analyse
 
     return analyse(run_dir, discard=discard, test=test, baseline=baseline, predictive=predictive,

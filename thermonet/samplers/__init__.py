@@ -1,0 +1,1 @@
+"""Built-in samplers (HMC), registered in the ``thermonet.samplers`` entry-point group."""

@@ -14,10 +14,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet._types import FloatArray
-from thermonet.api import Sampler, as_theta
+from thermonet.api import Sampler, adaptation, as_theta
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
+from thermonet.types import FloatArray
 
 WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT}
 PRECISIONS = ("float64", "mixed")
@@ -48,8 +48,8 @@ class HMCConfig:
     accept_window : tuple of float
         Target acceptance range of the step-size adaptation ((0.6, 0.7), the paper's).
     adapt_method : {"original", "dual-averaging"}
-        "original": the paper code's multiplicative bracket search (original-code-spec.md §4).
-        "dual-averaging": Nesterov dual averaging as in Stan/NumPyro (Hoffman & Gelman 2014).
+        "original": the paper code's multiplicative bracket search (Baldock & Marzari's released
+        code). "dual-averaging": Nesterov dual averaging as in Stan/NumPyro (Hoffman & Gelman 2014).
     adapt_trajectories : int
         Trajectories per acceptance estimate of the "original" method (10), or the number of
         dual-averaging trajectories (x 5).
@@ -228,59 +228,39 @@ class HMC(Sampler):
 
 def bracket_search(sampler: HMC, state: HMCState, rng: np.random.Generator,
                    factor: float) -> float:
-    """The original code's ``UpdateDt.set`` (original-code-spec.md §4), with a round cap.
+    """The paper code's multiplicative bracket search
+    (:func:`thermonet.api.adaptation.bracket_search`).
 
     Each round estimates the acceptance rate from ``adapt_trajectories`` trajectories that all
-    start at the current state with fresh momenta. dt is multiplied by ``factor`` (< 1) when
-    the rate is below the window and divided by it when above; when two successive rates
-    bracket the window, the dt whose rate was closer to the window's centre is kept.
+    start at the current state with fresh momenta.
     """
-    if not 0 < factor < 1:
-        raise ConfigError(f"adaptation factor = {factor}; expected 0 < factor < 1")
     c = sampler.config
-    lo, hi = c.accept_window
-    mid = 0.5 * (lo + hi)
-    dt = min(state.step_size, sampler.step_size_max)
-    dt_prev = rate_prev = None
-    for _ in range(c.adapt_max_rounds):
-        rate = sampler.acceptance_rate(state._replace(step_size=dt), rng, c.adapt_trajectories)
-        if lo <= rate <= hi:
-            return dt
-        if rate_prev is not None and min(rate, rate_prev) < lo and max(rate, rate_prev) > hi:
-            return dt if abs(rate - mid) < abs(rate_prev - mid) else dt_prev
-        dt_prev, rate_prev = dt, rate
-        dt = dt * factor if rate < lo else dt / factor
-        if dt < 1e-50:
-            return 1e-50
-        if dt > sampler.step_size_max:
-            return sampler.step_size_max
-    return dt
+
+    def rate_at(dt: float) -> float:
+        return sampler.acceptance_rate(state._replace(step_size=dt), rng, c.adapt_trajectories)
+
+    return adaptation.bracket_search(rate_at, state.step_size, c.accept_window, factor=factor,
+                                     max_rounds=c.adapt_max_rounds,
+                                     step_size_max=sampler.step_size_max)
 
 
 def dual_averaging(sampler: HMC, state: HMCState, rng: np.random.Generator) -> float:
-    """Nesterov dual averaging of log dt towards the window's centre (Hoffman & Gelman 2014,
-    Alg. 5; gamma = 0.05, t0 = 10, kappa = 0.75).
+    """Dual averaging towards the window's centre (:func:`thermonet.api.adaptation.dual_averaging`).
 
     Runs ``5 * adapt_trajectories`` extra trajectories on a side chain started at ``state``;
     the side chain is discarded.
     """
     c = sampler.config
-    target = 0.5 * sum(c.accept_window)
-    mu = math.log(10 * state.step_size)
-    log_dt = math.log(state.step_size)
-    log_dt_bar, h_bar = 0.0, 0.0
     side = state
-    n = 5 * c.adapt_trajectories
-    for m in range(1, n + 1):
-        side = side._replace(step_size=min(math.exp(log_dt), sampler.step_size_max))
+
+    def advance(dt: float) -> float:
+        nonlocal side
+        side = side._replace(step_size=dt)
         theta, e1, grad, info, _ = sampler.propose(side, rng)
-        alpha = 0.0 if not math.isfinite(info.log_accept_ratio) else min(
-            1.0, math.exp(min(info.log_accept_ratio, 0.0)))
         if info.is_accepted:
             side = HMCState(theta, e1, grad, side.step_size)
-        w = 1.0 / (m + 10.0)
-        h_bar = (1 - w) * h_bar + w * (target - alpha)
-        log_dt = mu - math.sqrt(m) / 0.05 * h_bar
-        eta = m ** -0.75
-        log_dt_bar = eta * log_dt + (1 - eta) * log_dt_bar
-    return float(min(max(math.exp(log_dt_bar), 1e-50), sampler.step_size_max))
+        return adaptation.acceptance_probability(info.log_accept_ratio)
+
+    return adaptation.dual_averaging(advance, state.step_size, 0.5 * sum(c.accept_window),
+                                     5 * c.adapt_trajectories,
+                                     step_size_max=sampler.step_size_max)

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.errors import ConfigError
 from thermonet.tempering import (
     SCHEMES,
@@ -29,6 +28,7 @@ from thermonet.tempering import (
     make_scheme,
     make_streams,
 )
+from thermonet.types import FloatArray
 
 SWAP_SCHEMES = tuple(SCHEMES)
 geometric_ladder = geometric_temperatures

@@ -27,12 +27,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet._types import FloatArray, IntArray
 from thermonet.api import as_theta
 from thermonet.errors import ConfigError
 from thermonet.parallel import Executor, make_executor
 from thermonet.tempering.ladder import Ladder
 from thermonet.tempering.swaps import RandomPairs, swap_log_acceptance
+from thermonet.types import FloatArray, IntArray
 
 
 class Streams(NamedTuple):
@@ -170,7 +170,9 @@ class ReplicaExchange:
 
     def burn_in(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
                 minimiser: Any = None, blocks: Sequence[int] = (20, 80)) -> REState:
-        """The paper's initialisation (Sec. 3.3.2), per slot:
+        """Initialise every slot as the paper does (Sec. 3.3.2).
+
+        Per slot:
 
         1. draw w with ``draw(rng)`` (the standard initialisation U(±1/sqrt(k_i))) from the
            slot's own stream;

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from thermonet._types import FloatArray
 from thermonet.errors import ConfigError
+from thermonet.types import FloatArray
 
 
 def geometric_temperatures(t_min: float, t_max: float, n: int) -> FloatArray:

@@ -86,5 +86,5 @@ def make_scheme(name: str, *, n_swaps: int | None = None) -> Any:
 
 def swap_log_acceptance(beta_j: float, beta_k: float, energy_j: float, energy_k: float
                         ) -> float:
-    """log of the acceptance ``min(1, exp((beta_j - beta_k)(E_j - E_k)))`` before the min."""
+    """Log of the acceptance ``min(1, exp((beta_j - beta_k)(E_j - E_k)))`` before the min."""
     return float((beta_j - beta_k) * (energy_j - energy_k))

@@ -50,10 +50,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet._types import FloatArray
-from thermonet.api import Sampler, as_theta
+from thermonet.api import Sampler, adaptation, as_theta
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
+from thermonet.types import FloatArray
 
 WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT}
 PRECISIONS = ("float64", "mixed")
@@ -339,9 +339,9 @@ class StochasticDynamics(Sampler):
                         n: int) -> float:
         """Fraction of ``n`` updates accepted on a side chain started at ``state`` (this
         sampler's own dynamics, persistent momenta; the side chain is discarded)."""
-        return self._side_chain(state, rng, n)[0]
+        return self.side_chain(state, rng, n)[0]
 
-    def _side_chain(self, state: StochasticDynamicsState, rng: np.random.Generator, n: int
+    def side_chain(self, state: StochasticDynamicsState, rng: np.random.Generator, n: int
                     ) -> tuple[float, StochasticDynamicsState]:
         accepted = 0
         for _ in range(n):
@@ -366,13 +366,8 @@ class StochasticDynamics(Sampler):
 
 def bracket_search(sampler: StochasticDynamics, state: StochasticDynamicsState,
                    rng: np.random.Generator, factor: float) -> float:
-    """The multiplicative bracket search of thermonet's HMC (the paper code's ``UpdateDt``),
-    with the acceptance measured along a side chain.
-
-    Each round estimates the acceptance rate from ``adapt_trajectories`` updates. dt is
-    multiplied by ``factor`` (< 1) when the rate is below the window and divided by it when
-    above; when two successive rates bracket the window, the dt whose rate was closer to the
-    window's centre is kept.
+    """Thermonet's bracket search (:func:`thermonet.api.adaptation.bracket_search`), with the
+    acceptance measured along a side chain.
 
     Unlike HMC's search, which starts every trial trajectory at the current state, the updates
     run on a side chain started at ``state`` and continued from round to round (then
@@ -381,53 +376,33 @@ def bracket_search(sampler: StochasticDynamics, state: StochasticDynamicsState,
     fixed-state estimate accepts a dt that is unstable in the wells, and the chain then sits
     at ~0% acceptance. The side chain averages over the positions the dynamics visits.
     """
-    if not (_is_real(factor) and 0 < factor < 1):
-        raise ConfigError(f"adaptation factor = {factor!r}; expected 0 < factor < 1")
     c = sampler.config
-    lo, hi = c.accept_window
-    mid = 0.5 * (lo + hi)
-    dt = min(state.step_size, sampler.step_size_max)
-    dt_prev = rate_prev = None
     side = state
-    for _ in range(c.adapt_max_rounds):
-        rate, side = sampler._side_chain(side._replace(step_size=dt), rng,
-                                         c.adapt_trajectories)
-        if lo <= rate <= hi:
-            return dt
-        if rate_prev is not None and min(rate, rate_prev) < lo and max(rate, rate_prev) > hi:
-            return dt if abs(rate - mid) < abs(rate_prev - mid) else dt_prev
-        dt_prev, rate_prev = dt, rate
-        dt = dt * factor if rate < lo else dt / factor
-        if dt < 1e-50:
-            return 1e-50
-        if dt > sampler.step_size_max:
-            return sampler.step_size_max
-    return dt
+
+    def rate_at(dt: float) -> float:
+        nonlocal side
+        rate, side = sampler.side_chain(side._replace(step_size=dt), rng, c.adapt_trajectories)
+        return rate
+
+    return adaptation.bracket_search(rate_at, state.step_size, c.accept_window, factor=factor,
+                                     max_rounds=c.adapt_max_rounds,
+                                     step_size_max=sampler.step_size_max)
 
 
 def dual_averaging(sampler: StochasticDynamics, state: StochasticDynamicsState,
                    rng: np.random.Generator) -> float:
-    """Nesterov dual averaging of log dt towards the window's centre (Hoffman & Gelman 2014,
-    Alg. 5; gamma = 0.05, t0 = 10, kappa = 0.75).
-
-    Runs ``5 * adapt_trajectories`` updates of the sampler's own dynamics (persistent momenta)
-    on a side chain started at ``state``; the side chain is discarded.
+    """Dual averaging (:func:`thermonet.api.adaptation.dual_averaging`) over
+    ``5 * adapt_trajectories`` updates of the sampler's own dynamics (persistent momenta) on
+    a side chain started at ``state``; the side chain is discarded.
     """
     c = sampler.config
-    target = 0.5 * sum(c.accept_window)
-    mu = math.log(10 * state.step_size)
-    log_dt = math.log(state.step_size)
-    log_dt_bar, h_bar = 0.0, 0.0
     side = state
-    n = 5 * c.adapt_trajectories
-    for m in range(1, n + 1):
-        side = side._replace(step_size=min(math.exp(log_dt), sampler.step_size_max))
-        side, info = sampler.step(side, rng)
-        accept_prob = 0.0 if not math.isfinite(info.log_accept_ratio) else min(
-            1.0, math.exp(min(info.log_accept_ratio, 0.0)))
-        w = 1.0 / (m + 10.0)
-        h_bar = (1 - w) * h_bar + w * (target - accept_prob)
-        log_dt = mu - math.sqrt(m) / 0.05 * h_bar
-        eta = m ** -0.75
-        log_dt_bar = eta * log_dt + (1 - eta) * log_dt_bar
-    return float(min(max(math.exp(log_dt_bar), 1e-50), sampler.step_size_max))
+
+    def advance(dt: float) -> float:
+        nonlocal side
+        side, info = sampler.step(side._replace(step_size=dt), rng)
+        return adaptation.acceptance_probability(info.log_accept_ratio)
+
+    return adaptation.dual_averaging(advance, state.step_size, 0.5 * sum(c.accept_window),
+                                     5 * c.adapt_trajectories,
+                                     step_size_max=sampler.step_size_max)

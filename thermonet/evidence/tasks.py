@@ -1,0 +1,80 @@
+"""Identity of the tasks of an evidence calculation: seeds, stored results, agreement."""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from thermonet.evidence._result import EvidenceResult
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document stored at ``path``."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def task_seed(seed: int, model: str, minimum: int, label: str) -> int:
+    """The seed of one task: a function of its identity only (never of the schedule)."""
+    ss = np.random.SeedSequence([seed, zlib.crc32(model.encode()), minimum,
+                                 zlib.crc32(label.encode())])
+    return int(ss.generate_state(1, dtype=np.uint32)[0])
+
+
+def result_from_dict(d: dict[str, Any]) -> EvidenceResult:
+    """Rebuild an :class:`EvidenceResult` from ``as_dict()`` output."""
+    return EvidenceResult(method=d["method"], temperature=float(d["temperature"]),
+                          n_params=int(d["n_params"]), energy0=float(d["energy0"]),
+                          log_integral=float(d["log_integral"]),
+                          log_integral_error=float(d["log_integral_error"]),
+                          log_volume=float(d["log_volume"]), details=d.get("details", {}))
+
+
+def agreement(base: float, base_err: float, value: float, value_err: float,
+              tolerance: float) -> dict[str, Any]:
+    """The convergence criterion: ``|value - base| < tolerance * sqrt(base_err² + value_err²)``.
+
+    A non-finite estimate or error never agrees. Returns the difference, the allowed bound and
+    whether it passed.
+    """
+    delta = value - base
+    allowed = tolerance * math.sqrt(base_err**2 + value_err**2)
+    ok = all(math.isfinite(x) for x in (base, base_err, value, value_err)) and \
+        abs(delta) < allowed
+    return {"delta": delta, "allowed": allowed, "passed": bool(ok)}
+
+
+def run_jobs(jobs: list[Callable[[], None]], workers: int, *,
+             on_interrupt: Callable[[], None] | None = None) -> None:
+    """Run ``jobs`` on ``workers`` threads; on an error, let the running ones finish (so their
+    results are stored), then raise it. On Ctrl-C, call ``on_interrupt``, cancel the jobs not
+    yet started, wait for the running ones and re-raise."""
+    if not jobs:
+        return
+    if workers == 1:
+        for job in jobs:
+            job()
+        return
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        futures = [ex.submit(job) for job in jobs]
+        try:
+            _done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        except KeyboardInterrupt:
+            if on_interrupt is not None:
+                on_interrupt()
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            raise
+        for f in pending:
+            f.cancel()
+        wait(futures)
+        for f in futures:
+            if f.done() and not f.cancelled() and f.exception() is not None:
+                raise f.exception()  # type: ignore[misc]

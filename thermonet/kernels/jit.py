@@ -1,0 +1,109 @@
+"""The only place thermonet chooses Numba options. Do not call ``numba.njit`` elsewhere.
+
+* ``cache=True``: compile once, reuse across processes (``THERMONET_NUMBA_CACHE=0`` disables it).
+* ``nogil=True``: kernels release the GIL so Python threads can run replicas in parallel.
+* ``error_model="numpy"``: ``1.0/0.0`` gives ``inf`` instead of raising, so a non-finite energy
+  becomes a rejected proposal, never an exception.
+* ``fastmath`` is off. ``THERMONET_FASTMATH=1`` enables only the flags that keep NaN/inf
+  semantics (no ``nnan``, no ``ninf``), so divergence checks keep working.
+
+Cache invalidation
+------------------
+Numba keys a cached function on its own source file only, so a kernel that calls a kernel in
+another file keeps running the *old* callee after that file changes (measured here: the HMC
+trajectory kept an outdated gradient kernel). Functions compiled with :func:`kernel` are
+therefore stamped with a hash of their own file *and* of every ``.py`` file in
+``thermonet/kernels`` (plus the directories in ``THERMONET_KERNEL_DEPS``, separated by
+``os.pathsep``, for plugins whose kernels call each other across files): any edit recompiles
+them. The stamp also holds the BLAS backend (:mod:`thermonet.kernels.blas`), which is compiled
+into the kernels. This uses Numba's cache-locator hook and affects only functions compiled here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numba
+from numba import prange
+
+from thermonet.kernels.backend import BACKEND
+
+#: fastmath flags that keep NaN/inf semantics.
+SAFE_FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
+FASTMATH: Any = set(SAFE_FASTMATH) if os.environ.get("THERMONET_FASTMATH") == "1" else False
+_CACHE = os.environ.get("THERMONET_NUMBA_CACHE", "1") != "0"
+_KERNELS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _dependency_dirs() -> list[str]:
+    extra = [d for d in os.environ.get("THERMONET_KERNEL_DEPS", "").split(os.pathsep) if d]
+    return [_KERNELS_DIR, *extra]
+
+
+def _dependency_hash(own_file: str) -> bytes:
+    h = hashlib.sha256()
+    h.update(BACKEND.encode())
+    files = {os.path.abspath(own_file)}
+    for d in _dependency_dirs():
+        if os.path.isdir(d):
+            files.update(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".py"))
+    for path in sorted(files):
+        try:
+            with open(path, "rb") as fh:
+                h.update(path.encode())
+                h.update(fh.read())
+        except OSError:
+            pass
+    return h.digest()
+
+
+def install_cache_locators() -> None:
+    """Put locators with the dependency-aware stamp in front of Numba's own (once)."""
+    try:
+        from numba.core import caching
+    except ImportError:  # pragma: no cover - a Numba without the hook: plain caching
+        return
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+    if impl is None or not isinstance(getattr(impl, "_locator_classes", None), list):
+        return
+    if any(getattr(c, "_thermonet", False) for c in impl._locator_classes):
+        return
+
+    class _Mixin:
+        _thermonet = True
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if not getattr(py_func, "_thermonet_kernel", False):
+                return None
+            return super().from_function(py_func, py_file)  # type: ignore[misc]
+
+        def get_source_stamp(self) -> Any:
+            return _dependency_hash(self._py_file)  # type: ignore[attr-defined]
+
+    bases = [getattr(caching, n) for n in ("UserProvidedCacheLocator", "InTreeCacheLocator",
+                                            "UserWideCacheLocator") if hasattr(caching, n)]
+    ours = [type("Thermonet" + b.__name__, (_Mixin, b), {}) for b in bases]
+    impl._locator_classes[:0] = ours
+
+
+def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) -> Any:
+    """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model)."""
+    if _CACHE:
+        # Numba picks a function's cache locator when it is decorated, so the stamped locators
+        # must be in place by then; installing them is idempotent and touches no other function
+        install_cache_locators()
+
+    def wrap(f: Callable[..., Any]) -> Any:
+        f._thermonet_kernel = True  # type: ignore[attr-defined]
+        return numba.njit(
+            cache=_CACHE, nogil=True, error_model="numpy", fastmath=FASTMATH, parallel=parallel
+        )(f)
+
+    return wrap if func is None else wrap(func)
+
+
+__all__ = ["FASTMATH", "SAFE_FASTMATH", "install_cache_locators", "kernel", "prange"]
