@@ -74,7 +74,6 @@ import json
 import math
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -275,10 +274,13 @@ def setup_thermonet(args):
             for _ in range(n_steps):
                 pot.energy_and_grad(th, g)
 
+        work = np.empty(int(km.work_size(pot.model.widths, pot.model.block)))
+        partial = np.empty(pot.n_params)
+
         def kgrads(pot=pot, th=theta, g=g, n_steps=args.L):
             # the same kernel and arguments as MLPPotential.energy_and_grad (serial path)
-            grad_loop(th, pot._widths, pot._out, pot.x, pot.y, pot.block, pot._work,
-                      pot._partial, g, n_steps)
+            m = pot.model
+            grad_loop(th, m.widths, m.out_act, m.x, m.y, m.block, work, partial, g, n_steps)
 
         fns[f"step/{n}"], fns[f"traj/{n}"] = step, traj
         fns[f"grad/{n}"], fns[f"kgrad/{n}"] = grads, kgrads
@@ -769,22 +771,12 @@ def worker_memory(args) -> dict:
         after_create = _status()
         per_iter: list[tuple[int, int]] = []
 
-        class Hook:
-            """Progress stream: records the RSS at every per-iteration progress update."""
-
-            def isatty(self) -> bool:
-                return True
-
-            def write(self, s: str) -> None:
-                m = re.search(r"iteration (\d+)/", s)
-                if m:
-                    per_iter.append((int(m.group(1)), _status().get("VmRSS", 0)))
-
-            def flush(self) -> None:
-                pass
+        def record(report) -> None:
+            """Progress callback: the RSS after every iteration."""
+            per_iter.append((int(report.iteration), _status().get("VmRSS", 0)))
 
         t0 = time.perf_counter()
-        run.run(quiet=False, stream=Hook())
+        run.run(record)
         t_run = time.perf_counter() - t0
         end = _status()
         ru_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -815,7 +807,7 @@ def worker_memory(args) -> dict:
             pj = smp.potential
             per_slot_walk.append(nbytes(
                 smp.inv_mass, getattr(smp, "_p_scale", None), smp.masses, smp.half_width,
-                pj._work, pj._partial, pj.x, pj.y, run.state.slots[j].theta,
+                *pj.scratch_arrays(), pj.x, pj.y, run.state.slots[j].theta,
                 run.state.slots[j].grad))
         ws = int(km.work_size(arch.widths, rex.potential.block))
         # expected: state (theta, grad) + sampler (inv_mass, p_scale) + potential (partial) = 5 d

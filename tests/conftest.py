@@ -23,6 +23,14 @@ def _mnist_missing_reason() -> str | None:
             "IDX files")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the ``mnist_dir`` fixture needs full MNIST: mark it ``mnist`` so that
+    ``-m "not mnist"`` deselects it."""
+    for item in items:
+        if "mnist_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.mnist)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tests marked ``mnist`` skip with a reason when the MNIST files are not there (and fail
     under CI, which must run every test)."""

@@ -115,3 +115,19 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(tmp_path):
     res = CliRunner().invoke(main, ["--debug", "run", str(cfg), "--out", str(tmp_path / "r")])
     assert res.exit_code != 0
     assert res.exception is not None and "t_min = -3" in str(res.exception)
+
+
+def test_run_quiet_prints_nothing_and_the_log_file_keeps_everything(tmp_path):
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
+                   '[init]\nminimise = false\nburn_in = [1]\n'
+                   '[sampler]\nname = "hmc"\nn_leapfrog = 3\n[run]\nn_iterations = 2\n')
+    out = subprocess.run([sys.executable, "-m", "thermonet", "run", str(cfg), "--out",
+                          str(tmp_path / "r"), "--quiet"], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "" and out.stderr == ""
+    assert "run finished at iteration 2" in (tmp_path / "r" / "thermonet.log").read_text()

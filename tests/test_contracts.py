@@ -81,3 +81,10 @@ def test_runs_take_masses_and_box_from_the_architecture(fake_load):
     assert np.array_equal(runner.build(_config("fan_in")).engine.masses, np.ones(3))
     with pytest.raises(ConfigError, match="unit, fan_in or architecture"):
         _config("heavy")
+
+
+def test_a_data_free_architecture_with_the_default_data_is_refused():
+    raw = {"architecture": {"name": "gaussian", "n": 2}, "run": {"n_iterations": 1}}
+    with pytest.raises(ConfigError, match='name = "none"'):
+        cfgmod.resolve(raw)
+    assert cfgmod.resolve({**raw, "data": {"name": "none"}})["data"]["name"] == "none"

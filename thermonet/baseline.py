@@ -68,7 +68,7 @@ BoolArray = npt.NDArray[np.bool_]
 class _Draw(NamedTuple):
     """One minimisation's numbers (the minimum itself only with keep_params)."""
 
-    index: int
+    draw_index: int
     train_energy: float
     train_error: float
     test_energy_per_point: float
@@ -383,7 +383,7 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
             try:
                 for done, fut in enumerate(as_completed(futures), 1):
                     out = fut.result()
-                    results[out.index] = out
+                    results[out.draw_index] = out
                     if progress is not None:
                         progress(done, n_draws)
             except BaseException:
@@ -406,12 +406,13 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     e_mean, e_sem = _mean_sem(test_e[kept])
     r_mean, r_sem = _mean_sem(test_err[kept])
     cfg = getattr(mini, "config", None)
-    cfg_dict = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
+    cfg_dict = (dataclasses.asdict(cfg)
+                if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else {})
     params = None
     if keep_params:
         params = np.empty((n_kept, arch.n_params))
-        for row, i in enumerate(np.flatnonzero(kept)):
-            params[row] = results[i].theta
+        for row, k in enumerate(np.flatnonzero(kept)):
+            params[row] = results[k].theta
     return BaselineResult(
         train_energy=train_energy,
         train_error=np.array([r.train_error for r in results], dtype=np.float64),

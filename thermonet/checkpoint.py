@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from thermonet.io.atomic import write_h5
 from thermonet.io.checkpoint import (
     CHECKPOINT,
     CHECKPOINT_FORMAT,
@@ -23,9 +22,6 @@ from thermonet.io.trace import (
     trim,
     write_segment,
 )
-
-#: kept for modules not yet moved to :mod:`thermonet.io.atomic`
-_atomic_h5 = write_h5
 
 __all__ = ["CHECKPOINT", "CHECKPOINT_FORMAT", "CONFIG", "FORMAT_VERSION", "LOG", "TRACE_DIR",
            "TRACE_FORMAT", "Checkpoint", "list_segments", "read_checkpoint", "read_trace",

@@ -149,7 +149,7 @@ def _import(value: str) -> Any:
 
 
 @functools.cache
-def load(role: str, name: str) -> type:
+def load(role: str, name: str) -> type[Any]:
     """Import the plugin ``name`` of ``role``, check its contract and return its class."""
     specs = _discover(role).get(name)
     if not specs:

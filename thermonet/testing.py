@@ -68,6 +68,7 @@ def _check_config(cls: Any, who: str) -> None:
     config = getattr(cls, "Config", None)
     _require(dataclasses.is_dataclass(config) and isinstance(config, type), who,
              "has no Config dataclass (a frozen @dataclass of its settings, with defaults)")
+    assert isinstance(config, type)  # checked by the _require above
     params = getattr(config, "__dataclass_params__", None)
     _require(bool(getattr(params, "frozen", False)), who,
              "Config is not frozen (use @dataclass(frozen=True): settings must not change "
@@ -95,7 +96,7 @@ def check_architecture(cls: Any, settings: dict[str, Any] | None = None, data: A
     _check_class(cls, Architecture, who)
     arch = cls(**(settings or {}))
     n = arch.n_params
-    _require(isinstance(n, (int, np.integer)) and n >= 1, who,
+    _require(isinstance(n, (int, np.integer)) and bool(n >= 1), who,
              f"n_params = {n!r}; expected a positive integer")
     k = np.asarray(arch.fan_in())
     _require(k.shape == (n,) and k.dtype.kind in "iu" and bool(np.all(k >= 1)), who,

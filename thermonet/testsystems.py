@@ -41,6 +41,8 @@ def _vec(value: Any, n: int, what: str) -> FloatArray:
 class _DataFree(Architecture):
     """Common part of the analytic targets: no data, fan-in 1 (box half-width = c/2)."""
 
+    uses_data: ClassVar[bool] = False
+
     def __init__(self, n: int = 2, prior_scale: float | None = None) -> None:
         if not (isinstance(n, (int, np.integer)) and n >= 1):
             raise ConfigError(f"n = {n!r}; expected a positive integer number of dimensions")

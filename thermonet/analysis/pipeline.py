@@ -160,9 +160,9 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     tr = ckpt.read_trace(run_dir, run_uuid=ck.run_uuid)
     try:
         cfg_raw = parse_toml(ck.config_toml)
-    except TOMLDecodeError as err:
+    except TOMLDecodeError as toml_err:
         raise CheckpointFormatError(f"the configuration stored in {run_dir} is not valid "
-                                         f"TOML ({err})") from None
+                                         f"TOML ({toml_err})") from None
     run_cfg = cfg_raw.get("run", {})
     if discard is None:
         discard = float(run_cfg.get("discard", 0.2))

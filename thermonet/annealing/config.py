@@ -145,7 +145,7 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
     return cfg
 
 
-def sampler_config(sampler_cls: type, table: Mapping[str, Any]) -> Any:
+def sampler_config(sampler_cls: type[Any], table: Mapping[str, Any]) -> Any:
     """The sampler's ``Config`` from a resolved ``[sampler]`` table (lists as tuples)."""
     settings = {k: (tuple(v) if isinstance(v, list) else v)
                 for k, v in table.items() if k not in ("name", "mass")}

@@ -45,7 +45,7 @@ def running_average(values: Sequence[float], window: int) -> FloatArray:
     return out
 
 
-def best_index(values: Sequence[float], min_delta: float = 0.0) -> int:
+def best_index(values: Sequence[float] | FloatArray, min_delta: float = 0.0) -> int:
     """Index of the best (lowest) value, where a later value counts as better only if it is
     more than ``min_delta`` below the best so far (so ties keep the earlier one)."""
     v = np.asarray(values, dtype=np.float64)

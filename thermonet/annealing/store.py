@@ -40,7 +40,7 @@ def read_chain(group: Any) -> dict[str, Any]:
     return out
 
 
-def chain_state(sampler_cls: type, fields: Mapping[str, Any]) -> Any:
+def chain_state(sampler_cls: type[Any], fields: Mapping[str, Any]) -> Any:
     """Rebuild the sampler's ``State`` from the stored fields, refusing a mismatch."""
     state_cls = sampler_cls.State
     missing = [f for f in state_cls._fields if f not in fields]

@@ -49,6 +49,7 @@ def bracket_search(rate_at: Callable[[float], float], step_size: float,
         if lo <= rate <= hi:
             return dt
         if rate_prev is not None and min(rate, rate_prev) < lo and max(rate, rate_prev) > hi:
+            assert dt_prev is not None  # set together with rate_prev
             return dt if abs(rate - mid) < abs(rate_prev - mid) else dt_prev
         dt_prev, rate_prev = dt, rate
         dt = dt * factor if rate < lo else dt / factor

@@ -31,11 +31,16 @@ class Architecture(abc.ABC):
     default_prior_scale : float
         ``c`` in the box prior ``sigma_i = c / sqrt(k_i)`` (paper eq. 11): 100 for M(1)/M(3),
         2000 for M(3*).
+    uses_data : bool
+        True (default) if :meth:`potential` binds a data set; False for data-free targets,
+        for which a configuration naming data is refused.
     """
 
     name: ClassVar[str] = ""
     api_version: ClassVar[int] = 1
     default_prior_scale: ClassVar[float] = 100.0
+    #: False for data-free targets (analytic potentials): a run with data is refused
+    uses_data: ClassVar[bool] = True
 
     @property
     @abc.abstractmethod

@@ -67,6 +67,10 @@ class MLPPotential(Potential):
         Rows per block.
     """
 
+    # float32 theta/grad buffers, set on the float32 twin only (see _float32_twin)
+    _theta_buf: np.ndarray
+    _grad_buf: np.ndarray
+
     def __init__(self, arch: MLP, x: Any, y: Any, *, dtype: Any = np.float64,
                  threads: int = 1, block: int = DEFAULT_BLOCK) -> None:
         self.arch = arch
@@ -111,6 +115,11 @@ class MLPPotential(Potential):
     def model(self) -> MLPModel:
         """The network and data as the kernels see them (benchmarks and tools read this)."""
         return MLPModel(self._widths, self._out, self.x, self.y, self.block)
+
+    def scratch_arrays(self) -> tuple[np.ndarray, ...]:
+        """The scratch arrays this potential owns (benchmarks count them as its memory)."""
+        return tuple(a for a in (self._work, self._partial, getattr(self, "_work_b", None),
+                                 getattr(self, "_partial_b", None)) if a is not None)
 
     # -- capabilities of the Potential contract ----------------------------------------------
 

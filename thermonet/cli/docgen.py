@@ -157,7 +157,7 @@ def _schema_table(schema: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _plugin_table(cls: type) -> str:
+def _plugin_table(cls: type[Any]) -> str:
     import dataclasses
 
     from thermonet.config import REQUIRED, plugin_defaults

@@ -239,7 +239,7 @@ def _jsonable_config(mini: Any) -> dict[str, Any]:
     import dataclasses
 
     cfg = getattr(mini, "config", None)
-    if not dataclasses.is_dataclass(cfg):
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
         return {}
     return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in dataclasses.asdict(cfg).items()}
@@ -354,6 +354,7 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
                                 keep_params=out_path is not None)
     line.close()
     if out_path is not None:
+        assert res.params is not None  # kept: keep_params=True
         np.save(out_path, res.params)
     summary = res.summary()
     summary["seconds"] = line.elapsed()

@@ -18,9 +18,15 @@ log = logging.getLogger("thermonet.run")
 
 
 def is_quiet(ctx: click.Context, quiet: bool) -> bool:
-    """``--quiet`` of the command or of ``thermonet -q``."""
+    """``--quiet`` of the command or of ``thermonet -q``; either silences the terminal log
+    below errors (the run directory's own log file keeps everything)."""
     root = ctx.find_root()
-    return quiet or bool(root.obj and root.obj.get("quiet"))
+    quiet = quiet or bool(root.obj and root.obj.get("quiet"))
+    if quiet:
+        for handler in logging.getLogger().handlers:
+            if getattr(handler, "_thermonet_cli", False):
+                handler.setLevel(logging.ERROR)
+    return quiet
 
 
 def clock(seconds: float) -> str:

@@ -296,6 +296,12 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         configs[section] = _build_config(section, name, cls, settings)
         table.update(settings)
         out[section] = table
+        if section == "architecture" and not getattr(cls, "uses_data", True) \
+                and out["data"]["name"] != "none":
+            raise ConfigError(
+                f"architecture {name!r} takes no data, but data.name = "
+                f"{out['data']['name']!r} ({sources.get('data.name', 'default')}); add "
+                '[data] name = "none" to the config')
     out["ladder"], ladder, swap = _resolve_ladder(doc.get("ladder", {}), sources, given_sources)
     if (out["prior"]["gaussian_std"] is not None and not out["prior"]["gaussian_tempered"]
             and ladder.n_temperatures > 1):

@@ -114,7 +114,7 @@ class _Required:
 REQUIRED = _Required()
 
 
-def plugin_defaults(cls: type) -> dict[str, Any]:
+def plugin_defaults(cls: type[Any]) -> dict[str, Any]:
     """Defaults of a plugin's settings: its ``Config`` dataclass, or its constructor."""
     config_cls = getattr(cls, "Config", None)
     if config_cls is not None and dataclasses.is_dataclass(config_cls):
@@ -131,7 +131,7 @@ def plugin_defaults(cls: type) -> dict[str, Any]:
             if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
-def plugin_settings(where: str, cls: type, given: Mapping[str, Any],
+def plugin_settings(where: str, cls: type[Any], given: Mapping[str, Any],
                      sources: dict[str, str], given_sources: Mapping[str, str]
                      ) -> dict[str, Any]:
     """Validate the settings of plugin class ``cls`` and fill its defaults."""

@@ -13,7 +13,7 @@ import os
 import pathlib
 import zlib
 from dataclasses import dataclass
-from typing import NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -71,7 +71,7 @@ N_TRAIN = 60000
 N_TEST = 10000
 
 # IDX type codes (http://yann.lecun.com/exdb/mnist/, "THE IDX FILE FORMAT"); all big-endian.
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype[Any]] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),

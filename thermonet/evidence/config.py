@@ -133,7 +133,7 @@ def _laplace_option_names() -> set[str] | None:
     sig = inspect.signature(laplace.laplace_evidence)
     if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
         # the options of its methods, when the module lists them
-        known = [getattr(laplace, n, None) for n in ("_DENSE_OPTIONS", "_SLQ_OPTIONS")]
+        known: list[Any] = [getattr(laplace, n, None) for n in ("_DENSE_OPTIONS", "_SLQ_OPTIONS")]
         if all(isinstance(k, (set, frozenset, tuple, list)) for k in known):
             return set().union(*known)
         return None

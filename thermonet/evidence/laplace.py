@@ -78,7 +78,7 @@ from thermonet.errors import ConfigError
 from thermonet.evidence._result import EvidenceResult
 from thermonet.evidence.curvature import DEFAULT_COLUMN_BLOCK, hessian, hvp, resolve_method
 from thermonet.priors import BoxPrior
-from thermonet.types import FloatArray
+from thermonet.types import BoolArray, FloatArray, IntArray
 
 __all__ = ["DENSE_MAX_PARAMS", "hessian", "hvp", "laplace_evidence", "slq_trace"]
 
@@ -115,7 +115,7 @@ def _check_inputs(potential: Any, theta0: Any, prior: Any, temperature: float
 
 
 def _phi(lam: FloatArray, log_width: FloatArray | float, temperature: float
-         ) -> tuple[FloatArray, FloatArray]:
+         ) -> tuple[FloatArray, BoolArray]:
     """Per-direction log factor ``min(½ ln(2πT/λ), ln b)`` (``ln b`` for λ <= 0) and the mask
     of the directions that took the box width."""
     lam = np.asarray(lam, dtype=np.float64)
@@ -295,7 +295,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
     return log_flat + log_units + float(np.sum(phi)), 0.0
 
 
-def _zero_rows(h: FloatArray, step: int = 256) -> FloatArray:
+def _zero_rows(h: FloatArray, step: int = 256) -> BoolArray:
     """Rows of ``h`` that are exactly zero, in row blocks (no d x d temporary)."""
     out = np.empty(h.shape[0], dtype=bool)
     for i0 in range(0, h.shape[0], step):
@@ -304,7 +304,7 @@ def _zero_rows(h: FloatArray, step: int = 256) -> FloatArray:
     return out
 
 
-def _scalar_width(prior: BoxPrior, keep: FloatArray, box_width: float | None) -> float:
+def _scalar_width(prior: BoxPrior, keep: IntArray, box_width: float | None) -> float:
     if box_width is None:
         return float(np.exp(np.mean(np.log(prior.sigma[keep])))) if len(keep) else 1.0
     bw = float(box_width)
@@ -421,7 +421,7 @@ def slq_trace(matvec: Callable[[FloatArray], FloatArray], d: int,
     return mean, err, est
 
 
-def _flat_coordinates(potential: Any) -> tuple[FloatArray, FloatArray]:
+def _flat_coordinates(potential: Any) -> tuple[BoolArray, BoolArray]:
     """Coordinates that become exactly flat after a shear of unit Jacobian (boolean masks
     ``constant_inputs``, ``softmax_shift``).
 

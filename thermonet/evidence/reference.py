@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from thermonet.errors import ConfigError
-from thermonet.types import FloatArray
+from thermonet.types import BoolArray, FloatArray
 
 F0_KINDS = ("exact", "centred")
 
@@ -92,7 +92,7 @@ class Reference:
 
     w0: FloatArray
     k: FloatArray
-    uniform: FloatArray
+    uniform: BoolArray
     energy0: float
 
     def __post_init__(self) -> None:

@@ -35,7 +35,7 @@ def bayes_factors(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str
     """ln[p(B|D)/p(A|D)] for every model B against the first model A, at minimum 0 of each
     (TI and Laplace), and from the means over minima with the between-minima spread."""
     by = {(r["model"], r["minimum"]): r for r in rows}
-    out = []
+    out: list[dict[str, Any]] = []
     if len(names) < 2:
         return out
     a = names[0]

@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -379,10 +380,9 @@ class Evidence:
                       f"{len(todo_ti)} TI runs, {len(todo_lap)} Laplace) on "
                       f"{self.ev['workers']} worker(s)")
         with threads.blas_single():
-            self._pool([(lambda m=m: self._find_minimum(m)) for m in mins])
-            jobs: list[Callable[[], None]] = [(lambda m=m: self._run_laplace(m))
-                                              for m in todo_lap]
-            jobs += [(lambda m=m, lab=lab: self._run_ti(m, lab)) for m, lab in todo_ti]
+            self._pool([partial(self._find_minimum, m) for m in mins])
+            jobs: list[Callable[[], None]] = [partial(self._run_laplace, m) for m in todo_lap]
+            jobs += [partial(self._run_ti, m, lab) for m, lab in todo_ti]
             self._pool(jobs)
         summary = self.summarise()
         write_summary(self.out, summary)

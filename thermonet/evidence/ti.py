@@ -91,6 +91,7 @@ def _fit_reference(potential: Any, theta0: Any, prior: Any, config: TIConfig | N
     bridge = BridgePotential(potential, Reference(w0, np.zeros(n), np.zeros(n, bool), e0), 0.0)
     with_box = config.reference == "box"
     sampler = ti_sampler(bridge, prior, config, "reflect" if with_box else "endpoint", with_box)
+    assert config.step_jitter is not None  # TIConfig.__post_init__ fills every None
     chain = Chain(sampler, bridge, w0, config.step_size, config.step_jitter)
     first = math.ceil(0.2 * config.kfit_burn_in)
     chain.adapt(rng, 0.1)
@@ -222,6 +223,9 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
                        w0.copy(),
                        config.step_size, {}, 0.0, 0, kfit_grad)
 
+    # TIConfig.__post_init__ fills every None
+    assert config.wall is not None and config.step_jitter is not None
+    assert config.initial_burn_in is not None and config.min_acceptance is not None
     sampler = ti_sampler(bridge, prior, config, config.wall, True)
     bridge.lam = float(lambdas[order[0]])
     chain = Chain(sampler, bridge, pr.theta, pr.dt, config.step_jitter)

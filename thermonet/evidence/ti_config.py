@@ -116,6 +116,7 @@ class TIConfig:
             object.__setattr__(self, "step_jitter", 0.0 if paper else 0.5)
         if self.min_acceptance is None:
             object.__setattr__(self, "min_acceptance", 0.0 if paper else 0.25)
+        assert self.min_acceptance is not None and self.step_jitter is not None  # set above
         if not 0.0 <= self.min_acceptance < 1.0:
             raise ConfigError(f"TI min_acceptance = {self.min_acceptance!r}; expected 0 <= a < 1")
         if not 0.0 <= self.step_jitter < 1.0:

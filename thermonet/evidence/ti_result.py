@@ -11,7 +11,7 @@ from thermonet.evidence._result import EvidenceResult
 from thermonet.evidence.reference import Reference
 from thermonet.evidence.ti_config import TIConfig
 from thermonet.evidence.ti_store import Progress
-from thermonet.types import FloatArray
+from thermonet.types import FloatArray, IntArray
 
 
 def sem_of(row: FloatArray) -> float:
@@ -29,7 +29,7 @@ def integrator_named(name: str) -> Any:
 
 
 def assemble_result(config: TIConfig, ref: Reference, prior: Any, lambdas: FloatArray,
-            order: FloatArray, pr: Progress, integrator: Any, seed: Any) -> EvidenceResult:
+            order: IntArray, pr: Progress, integrator: Any, seed: Any) -> EvidenceResult:
     """The :class:`EvidenceResult` of a finished TI run from its λ table, with its error
     bar, the other quadrature rule's value and the diagnostics docs/evidence.md lists."""
     from thermonet.stats import integrated_autocorrelation_time, mean_and_error
@@ -58,6 +58,7 @@ def assemble_result(config: TIConfig, ref: Reference, prior: Any, lambdas: Float
             idx = np.r_[np.arange(0, n_pts - 1, 2), n_pts - 1]
             half = integrator.integrate(lambdas[idx], mean[idx]).value
     quad_err = abs(main.value - other.value)
+    assert config.f0 is not None  # TIConfig.__post_init__ fills it
     log_z0 = ref.log_z0(prior.half_width, t, config.f0)
     log_z0_exact = ref.log_z0(prior.half_width, t, "exact")
     log_z0_centred = ref.log_z0(prior.half_width, t, "centred")

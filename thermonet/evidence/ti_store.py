@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ class Progress:
     extra_adapt: FloatArray         # (n_points,) 1 where min_acceptance forced an adaptation
     theta: FloatArray
     dt: float
-    rng_state: dict[str, Any]
+    rng_state: Mapping[str, Any]
     elapsed: float
     n_grad: int
     kfit_grad: int

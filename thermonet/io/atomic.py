@@ -81,7 +81,10 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
 
 def write_bytes(path: str | Path, data: bytes) -> Path:
     """Atomically replace ``path`` with ``data``."""
-    return write_atomic(path, lambda tmp: tmp.write_bytes(data))
+    def write(tmp: Path) -> None:
+        tmp.write_bytes(data)
+
+    return write_atomic(path, write)
 
 
 def write_text(path: str | Path, text: str) -> Path:

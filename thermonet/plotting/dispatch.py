@@ -45,7 +45,7 @@ def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | Non
     else:
         w, h = (10.0, 7.5) if kind == "ladder" else (7.0, 4.8)
         fig = new_figure((w, h * len(dirs)))
-        subs = fig.subfigures(len(dirs), 1)
+        subs = fig.subfigures(len(dirs), 1, squeeze=False)[:, 0]
         for sub, d in zip(subs, dirs, strict=True):
             if kind == "ladder":
                 func(d, sub, **options)

@@ -234,9 +234,9 @@ def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     for i, (arch, pts) in enumerate(sorted(series.items())):
         pts.sort()
         n = np.array([p[0] for p in pts], dtype=np.float64)
-        v = np.array([p[1] for p in pts], dtype=np.float64)
-        e = np.array([p[2] for p in pts], dtype=np.float64)
-        ax.errorbar(n, v, yerr=np.where(np.isfinite(e), e, 0.0), fmt="-o",
+        v_n = np.array([p[1] for p in pts], dtype=np.float64)
+        e_n = np.array([p[2] for p in pts], dtype=np.float64)
+        ax.errorbar(n, v_n, yerr=np.where(np.isfinite(e_n), e_n, 0.0), fmt="-o",
                     color=f"C{i % 10}", capsize=3, label=f"{arch}, training data")
         for p in pts:
             ax.annotate(p[3], (p[0], p[1]), textcoords="offset points", xytext=(5, 5),

@@ -87,7 +87,9 @@ def plot_replicas(run_dir: PathLike, ax: Axes | None = None, *, follow: str = "s
             e = e_tk[np.arange(len(it)), s]
             pts = np.column_stack([it, e])
             segs = np.stack([pts[:-1], pts[1:]], axis=1) if len(it) > 1 else np.zeros((0, 2, 2))
-            lc = LineCollection(segs, cmap=cmap, norm=norm, lw=1.0, label=f"replica {r}")
+            lc = LineCollection(
+                segs,  # type: ignore[arg-type]  # matplotlib stubs reject ndarray segments
+                cmap=cmap, norm=norm, lw=1.0, label=f"replica {r}")
             lc.set_array(temps[s[1:]] if len(it) > 1 else np.zeros(0))
             ax.add_collection(lc)
         ax.autoscale_view()

@@ -206,7 +206,7 @@ def figure_title(what: str, infos: Sequence[RunInfo], extra: str = "") -> str:
 def discard_note(infos: Sequence[RunInfo], discard: float | None,
                analyses: Sequence[Any] = ()) -> str:
     """The burn-in in words: what the analyses used, else ``discard``, else run.discard."""
-    used = [getattr(a, "meta", {}).get("discard") for a in analyses]
+    used: list[Any] = [getattr(a, "meta", {}).get("discard") for a in analyses]
     if analyses and all(u is not None for u in used):
         fracs = {float(u) for u in used}
     else:
