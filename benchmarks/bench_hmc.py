@@ -81,7 +81,9 @@ import sys
 import tempfile
 import time
 
-WIDTHS = (256, 40, 40, 40, 10)
+from harness import (WIDTHS, calibrate, cpu_model, fmt, limit_blas, make_data,
+                     timed_loop, versions)
+
 SIZES = (50, 500, 5000)
 L_STEPS = 100
 DT = 1e-3
@@ -95,72 +97,6 @@ MEM_DATA = "D5000"
 
 # --------------------------------------------------------------------------------------------
 # timing (the conventions of bench_mlp.py)
-
-
-def _machine_busy() -> float | None:
-    """Busy CPU-seconds of the whole machine so far (from /proc/stat), or None."""
-    try:
-        with open("/proc/stat") as fh:
-            v = [int(t) for t in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def calibrate(f, min_time: float) -> tuple[int, float]:
-    """(calls per timed loop so that one loop takes about ``min_time`` s, seconds per call)."""
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        dt = time.perf_counter() - t0
-        if dt >= 0.05 or n >= 1 << 20:
-            break
-        n *= 2
-    per_call = dt / n
-    return max(1, int(round(min_time / max(per_call, 1e-9)))), per_call
-
-
-def timed_loop(f, n: int, warmup: int) -> dict:
-    for _ in range(warmup):
-        f()
-    m0 = _machine_busy()
-    c0 = time.process_time()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        f()
-    t1 = time.perf_counter()
-    c1 = time.process_time()
-    m1 = _machine_busy()
-    wall = t1 - t0
-    other = None
-    if m0 is not None and m1 is not None:
-        other = max(0.0, (m1 - m0) - (c1 - c0)) / wall
-    return {"rate": n / wall, "cpu": (c1 - c0) / wall, "other": other, "calls": n}
-
-
-def make_data(n: int, seed: int = 0):
-    """Random x ~ N(0, 1) (n, 256), labels 0..9, and theta_i ~ N(0, 1/fan_in)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed + n)
-    x = rng.standard_normal((n, WIDTHS[0]))
-    y = rng.integers(0, WIDTHS[-1], size=n).astype(np.int64)
-    parts = []
-    for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
-        parts.append(rng.standard_normal(a * b) / (a + 1) ** 0.5)
-        parts.append(rng.standard_normal(b) / (a + 1) ** 0.5)
-    return x, y, np.concatenate(parts)
-
-
-def limit_blas(n: int):
-    """Cap every loaded BLAS (numpy's and scipy's OpenBLAS, the one Numba's np.dot calls)."""
-    import scipy.linalg.cython_blas  # noqa: F401  (load scipy's OpenBLAS before capping)
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=n, user_api="blas")
 
 
 def box_half_width():
@@ -868,43 +804,6 @@ def run_memory(args, env) -> dict | None:
 # driver
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def versions() -> dict:
-    import importlib
-
-    v = {"python": platform.python_version()}
-    for mod in ("thermonet", "numpy", "scipy", "numba", "llvmlite", "threadpoolctl", "torch",
-                "jax", "jaxlib"):
-        try:
-            v[mod] = importlib.import_module(mod).__version__
-        except Exception:  # noqa: BLE001
-            v[mod] = None
-    try:
-        import scipy.linalg.cython_blas  # noqa: F401
-        from threadpoolctl import threadpool_info
-
-        v["blas"] = "; ".join(f"{i.get('internal_api')} {i.get('version')} "
-                              f"({os.path.basename(i.get('filepath', ''))})"
-                              for i in threadpool_info() if i.get("user_api") == "blas")
-    except Exception:  # noqa: BLE001
-        pass
-    return v
-
-
-def fmt(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
 def mb(v):
     return "-" if v is None else f"{v / 2**20:,.1f} MiB"
 
@@ -1290,4 +1189,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from thermonet.kernels import configure
+
+    configure()    # as the command line does: before any kernel is imported
     sys.exit(main())

@@ -39,18 +39,10 @@ import statistics
 import sys
 import time
 
+from harness import machine_busy
+
 L_STEPS = 100
 DT = 1e-4
-
-
-def _machine_busy() -> float | None:
-    try:
-        with open("/proc/stat") as fh:
-            v = [int(t) for t in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class Meter:
@@ -61,9 +53,9 @@ class Meter:
         self.other: list[float] = []
 
     def run(self, name: str, f) -> None:
-        m0, c0, t0 = _machine_busy(), time.process_time(), time.perf_counter()
+        m0, c0, t0 = machine_busy(), time.process_time(), time.perf_counter()
         f()
-        t1, c1, m1 = time.perf_counter(), time.process_time(), _machine_busy()
+        t1, c1, m1 = time.perf_counter(), time.process_time(), machine_busy()
         self.times.setdefault(name, []).append(t1 - t0)
         if m0 is not None and m1 is not None:
             self.other.append(max(0.0, (m1 - m0) - (c1 - c0)) / (t1 - t0))
@@ -207,4 +199,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from thermonet.kernels import configure
+
+    configure()    # as the command line does: before any kernel is imported
     raise SystemExit(main())

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from thermonet import checkpoint as ckpt
 from thermonet.analysis.ladder import (
     MIN_SAMPLES,
     MIN_TAU_MULTIPLE,
@@ -25,6 +24,8 @@ from thermonet.analysis.samples import SampleStore, evaluate_samples
 from thermonet.analysis.stopping import STOP_PATIENCE, STOP_SIGMA, best_temperature
 from thermonet.config.schema import TOMLDecodeError, parse_toml
 from thermonet.errors import CheckpointError, CheckpointFormatError, ConfigError
+from thermonet.io.checkpoint import read_checkpoint
+from thermonet.io.trace import read_trace
 
 
 def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
@@ -156,8 +157,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         raise ConfigError(f"--baseline {baseline} does not exist; expected the JSON printed by "
                           "`thermonet baseline --json` (saved to a file) or the .npy written by "
                           "`thermonet baseline --out`")
-    ck = ckpt.read_checkpoint(run_dir)
-    tr = ckpt.read_trace(run_dir, run_uuid=ck.run_uuid)
+    ck = read_checkpoint(run_dir)
+    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
     try:
         cfg_raw = parse_toml(ck.config_toml)
     except TOMLDecodeError as toml_err:
@@ -318,8 +319,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
 def summarise(run_dir: str | Path) -> dict[str, Any]:
     """The ``thermonet info`` summary of a run directory (JSON-serialisable)."""
     run_dir = Path(run_dir)
-    ck = ckpt.read_checkpoint(run_dir)
-    tr = ckpt.read_trace(run_dir, run_uuid=ck.run_uuid)
+    ck = read_checkpoint(run_dir)
+    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
     cfg = parse_toml(ck.config_toml)
     n = int(tr["iteration"].shape[0]) if "iteration" in tr else 0
     discard = float(cfg.get("run", {}).get("discard", 0.2))

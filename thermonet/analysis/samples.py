@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from thermonet import checkpoint as ckpt
 from thermonet.errors import CheckpointFormatError, ConfigError
+from thermonet.io.trace import list_segments
 from thermonet.types import FloatArray
 
 
@@ -135,7 +135,7 @@ class SampleStore:
 
         self.parts: list[tuple[Path, np.ndarray]] = []
         its: list[np.ndarray] = []
-        for _, _, path in ckpt.list_segments(run_dir):
+        for _, _, path in list_segments(run_dir):
             try:
                 fh = h5py.File(path, "r")
             except OSError as err:

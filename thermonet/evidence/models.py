@@ -12,6 +12,7 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError, ConfigError
 from thermonet.evidence import config as evcfg
 from thermonet.io.atomic import write_text
+from thermonet.io.checkpoint import CHECKPOINT
 
 CONFIG_NAME = "evidence.toml"
 
@@ -22,10 +23,8 @@ def prepare_dir(cfg: cfgmod.ResolvedConfig, out: Path) -> cfgmod.ResolvedConfig:
     A directory holding a different evidence configuration (other than the extendable keys
     :data:`thermonet.evidence.config.EXTENDABLE`), or a sampling run, is refused.
     """
-    from thermonet import checkpoint as ckpt
-
     out = Path(out)
-    if (out / ckpt.CHECKPOINT).exists():
+    if (out / CHECKPOINT).exists():
         raise ConfigError(f"{out} holds a `thermonet run` sampling run, not an evidence "
                           "calculation; choose another --out")
     stored_path = out / CONFIG_NAME

@@ -4,7 +4,6 @@ stored) and labels."""
 from __future__ import annotations
 
 import math
-import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.config import parse_toml
 from thermonet.errors import PlotError
+from thermonet.io.checkpoint import read_checkpoint
+from thermonet.io.trace import read_trace
 from thermonet.plotting.figure import PathLike
 
 
@@ -55,16 +57,9 @@ class RunInfo:
 
 def run_info(run_dir: PathLike) -> RunInfo:
     """Read a run directory's checkpoint and configuration (one-line error if it is none)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-
-    from thermonet import checkpoint as ckpt
-
     path = Path(run_dir)
-    ck = ckpt.read_checkpoint(path)
-    cfg = tomllib.loads(ck.config_toml)
+    ck = read_checkpoint(path)
+    cfg = parse_toml(ck.config_toml)
     sampler = cfg.get("sampler", {})
     return RunInfo(
         path=path, name=path.resolve().name,
@@ -80,10 +75,8 @@ def run_info(run_dir: PathLike) -> RunInfo:
 
 def read_run_trace(run_dir: PathLike) -> tuple[RunInfo, dict[str, np.ndarray]]:
     """The run's identity and its whole trace, read through the storage layer."""
-    from thermonet import checkpoint as ckpt
-
     info = run_info(run_dir)
-    tr = ckpt.read_trace(run_dir, run_uuid=info.run_uuid)
+    tr = read_trace(run_dir, run_uuid=info.run_uuid)
     if "iteration" in tr:
         # rows beyond the checkpoint (left by a crash; trimmed on resume) are not the run's
         keep = np.asarray(tr["iteration"]) <= info.iterations

@@ -1,0 +1,142 @@
+"""What the benchmark scripts share: timing loops, machine load, test data, machine facts.
+
+Imported by bench_mlp.py, bench_hmc.py and bench_ti.py (run as scripts from any directory:
+``python benchmarks/bench_mlp.py``; Python puts this folder on the path).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import time
+
+#: the paper's M(3): 256 inputs, three hidden layers of 40, 10 classes
+WIDTHS = (256, 40, 40, 40, 10)
+
+
+def machine_busy() -> float | None:
+    """Busy CPU-seconds of the whole machine so far (from /proc/stat), or None."""
+    try:
+        with open("/proc/stat") as fh:
+            v = [int(t) for t in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def calibrate(f, min_time: float) -> tuple[int, float]:
+    """(calls per timed loop so that one loop takes about ``min_time`` s, seconds per call)."""
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        dt = time.perf_counter() - t0
+        if dt >= 0.05 or n >= 1 << 20:
+            break
+        n *= 2
+    per_call = dt / n
+    return max(1, int(round(min_time / max(per_call, 1e-9)))), per_call
+
+
+def timed_loop(f, n: int, warmup: int = 2) -> dict:
+    """``n`` calls of ``f`` after ``warmup`` calls: the rate, this process's cores and the
+    cores other processes used meanwhile (None where /proc/stat is missing)."""
+    for _ in range(warmup):
+        f()
+    m0 = machine_busy()
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        f()
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    m1 = machine_busy()
+    wall = t1 - t0
+    other = None
+    if m0 is not None and m1 is not None:
+        other = max(0.0, (m1 - m0) - (c1 - c0)) / wall
+    return {"rate": n / wall, "cpu": (c1 - c0) / wall, "other": other, "calls": n}
+
+
+def make_data(n: int, seed: int = 0):
+    """Random x ~ N(0, 1) (n, 256), labels 0..9, and theta_i ~ N(0, 1/fan_in)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + n)
+    x = rng.standard_normal((n, WIDTHS[0]))
+    y = rng.integers(0, WIDTHS[-1], size=n).astype(np.int64)
+    parts = []
+    for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
+        parts.append(rng.standard_normal(a * b) / (a + 1) ** 0.5)
+        parts.append(rng.standard_normal(b) / (a + 1) ** 0.5)
+    return x, y, np.concatenate(parts)
+
+
+def limit_blas(n: int):
+    """Cap every loaded BLAS (numpy's and scipy's OpenBLAS, the one Numba's np.dot calls)."""
+    import scipy.linalg.cython_blas  # noqa: F401  (load scipy's OpenBLAS before capping)
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=n, user_api="blas")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_flags() -> set:
+    """The CPU's feature flags (from /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def versions() -> dict:
+    """Versions of Python, thermonet and the numerical stack, the BLAS libraries loaded and
+    LLVM's name for the host CPU."""
+    v = {"python": platform.python_version()}
+    for mod in ("thermonet", "numpy", "scipy", "numba", "llvmlite", "threadpoolctl", "torch",
+                "jax", "jaxlib"):
+        try:
+            v[mod] = importlib.import_module(mod).__version__
+        except Exception:  # noqa: BLE001
+            v[mod] = None
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401
+        from threadpoolctl import threadpool_info
+
+        v["blas"] = "; ".join(f"{i.get('internal_api')} {i.get('version')} "
+                              f"({os.path.basename(i.get('filepath', ''))})"
+                              for i in threadpool_info() if i.get("user_api") == "blas")
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import llvmlite.binding as llvm
+        import numba
+
+        v["numba_svml"] = bool(numba.config.USING_SVML)
+        v["llvm_cpu"] = llvm.get_host_cpu_name()
+    except Exception:  # noqa: BLE001
+        pass
+    return v
+
+
+def fmt(v, spec):
+    """``v`` formatted with ``spec``, or ``-`` for None."""
+    return "-" if v is None else format(v, spec)
