@@ -10,8 +10,8 @@
 Cache invalidation
 ------------------
 Numba keys a cached function on its own source file only, so a kernel that calls a kernel in
-another file keeps running the *old* callee after that file changes (measured here: the HMC
-trajectory kept an outdated gradient kernel). Functions compiled with :func:`kernel` are
+another file keeps running the *old* callee after that file changes (an HMC trajectory would
+keep an outdated gradient kernel). Functions compiled with :func:`kernel` are
 therefore stamped with a hash of their own file *and* of every ``.py`` file in
 ``thermonet/kernels`` (plus the directories in ``THERMONET_KERNEL_DEPS``, separated by
 ``os.pathsep``, for plugins whose kernels call each other across files): any edit recompiles

@@ -129,7 +129,7 @@ def kick_drift_check_runs(theta, p, grad, step, bounds, inv_mass_r, half_width_r
     """:func:`kick_drift_check` on constant runs (from :func:`runs`), bitwise identical to it.
 
     With the mass and width scalars per run the pass streams three arrays instead of five and
-    vectorises without a reduction on a boolean (about 25% faster on M3).
+    vectorises without a reduction on a boolean (faster on M3: docs/performance.md).
     """
     n_bad = 0
     for r in range(bounds.shape[0] - 1):

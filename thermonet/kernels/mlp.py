@@ -151,7 +151,7 @@ def forward(theta, widths, out_act, xb, work):
         else:
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             if _TRANSPOSE_SMALL:
-                # OpenBLAS is ~25% slower on (rows x k) (k x m)^T than on a plain product for
+                # OpenBLAS is slower on (rows x k) (k x m)^T than on a plain product for
                 # these small k, m: transpose the (small) weight matrix into scratch first.
                 wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
                 for o in range(n_out):

@@ -83,7 +83,7 @@ class limit:  # lower-case: used as a function, ``with limit(2): ...``
     A class rather than a generator-based context manager, and nothing is set when the count
     is already right and BLAS is left alone (the common case with MKL): the threaded M(3)
     gradient enters it once per call, and at N = 500 the generator version with its two
-    ``set_num_threads`` calls cost ~7 us of a ~310 us gradient (docs/performance.md).
+    ``set_num_threads`` calls cost a few percent of a small gradient (docs/performance.md).
     """
 
     __slots__ = ("_blas", "_old", "n")

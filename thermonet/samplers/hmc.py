@@ -167,7 +167,7 @@ class HMC(Sampler):
         """
         n = state.theta.shape[0]
         if isinstance(rng, np.random.Generator):
-            # compiled: the same normals and generator state as the NumPy line below, ~3x faster
+            # compiled: the same normals and generator state as the NumPy line below, faster
             p = np.empty(n)
             k0 = float(lf.draw_momenta(rng, self._p_scale, self.inv_mass, p))
         else:
