@@ -35,7 +35,8 @@ from thermonet.errors import CheckpointMismatchError, ConfigError, ThermonetErro
 from thermonet.io import checkpoint as ckpt
 from thermonet.io import trace
 from thermonet.io.atomic import write_text
-from thermonet.tempering import REInfo, ReplicaExchange, REState, Streams
+from thermonet.tempering import Ladder, REInfo, ReplicaExchange, REState, Streams
+from thermonet.tempering.warmup import adapt_ladder
 
 log = logging.getLogger("thermonet.run")
 
@@ -76,11 +77,12 @@ class RunProgress(NamedTuple):
     energy: float             #: E at the coldest slot
 
 
-def build(cfg: cfgmod.RunConfig) -> Components:
+def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
     """Load data and construct the architecture, prior, minimiser and engine.
 
     Plugins come from the registry; their ``Config`` objects and the ladder are the ones the
-    configuration built (``cfg.configs``, ``cfg.ladder``).
+    configuration built (``cfg.configs``, ``cfg.ladder``); ``ladder`` replaces the latter
+    (a resumed run's adapted ladder, from its checkpoint).
     """
     from thermonet import registry
     from thermonet.kernels import configure
@@ -110,7 +112,8 @@ def build(cfg: cfgmod.RunConfig) -> Components:
     minimiser = minimiser_cls(config=cfg.configs["minimiser"])
     sampler_cls = registry.load("sampler", cfg["sampler"]["name"])
     masses = cfgmod.sampler_masses(arch, cfg["sampler"]["mass"])
-    engine = ReplicaExchange(sampler_cls, potential, cfg.ladder, prior=prior, masses=masses,
+    engine = ReplicaExchange(sampler_cls, potential, ladder if ladder is not None else cfg.ladder,
+                             prior=prior, masses=masses,
                              sampler_config=cfg.configs["sampler"],
                              n_trajectories=cfg["ladder"]["n_trajectories"], swap=cfg.swap,
                              workers=cfg["run"]["workers"])
@@ -248,7 +251,19 @@ class Run:
         log.info("initialising %d replica(s) of %s on %s", engine.n_slots,
                  components.arch.describe(), cfg["data"]["name"])
         state = _initial_state(components, streams)
-        counters = {"elapsed_s": time.monotonic() - t0, "init_s": time.monotonic() - t0}
+        counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
+        lad = cfg["ladder"]
+        if lad["adapt_rounds"]:
+            log.info("adapting the ladder: %d rounds from %d iterations", lad["adapt_rounds"],
+                     lad["adapt_round_length"])
+            state, rounds = adapt_ladder(engine, state, streams, rounds=lad["adapt_rounds"],
+                                         first_length=lad["adapt_round_length"],
+                                         anchors=lad["anchors"],
+                                         adapt_factor=cfg["run"]["adapt_factor"])
+            counters["ladder_rounds"] = rounds
+            log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)",
+                     rounds[-1]["barrier"])
+        counters["elapsed_s"] = time.monotonic() - t0
         run = cls(run_dir, components, state, streams, 0, str(uuid.uuid4()), counters)
         run.write_checkpoint()
         return run
@@ -260,8 +275,12 @@ class Run:
         run_dir = Path(run_dir)
         ck = ckpt.read_checkpoint(run_dir)
         cfg, rewrite = _resume_config(run_dir, ck, n_iterations, workers)
-        if len(ck.temperatures) != cfg.ladder.n_temperatures or not np.array_equal(
-                ck.temperatures, cfg.ladder.temperature_k):
+        adapted = bool(cfg["ladder"]["adapt_rounds"])
+        same_ends = (len(ck.temperatures) == cfg.ladder.n_temperatures
+                     and ck.temperatures[0] == cfg.ladder.temperature_k[0]
+                     and ck.temperatures[-1] == cfg.ladder.temperature_k[-1])
+        if not same_ends or not (adapted or np.array_equal(ck.temperatures,
+                                                           cfg.ladder.temperature_k)):
             raise CheckpointMismatchError(f"cannot resume {run_dir}: the ladder changed")
         if cfg["run"]["n_iterations"] < ck.iteration:
             raise ConfigError(f"--iterations {cfg['run']['n_iterations']} is below the "
@@ -270,7 +289,8 @@ class Run:
             write_text(run_dir / ckpt.CONFIG, cfg.to_toml())
         trace.trim(run_dir, ck.iteration)
         _attach_log(run_dir)
-        components = build(cfg)
+        # an adapted ladder was frozen at the end of the warm-up: the checkpoint holds it
+        components = build(cfg, Ladder(ck.temperatures) if adapted else None)
         engine = components.engine
         streams = engine.make_streams(cfg["run"]["seed"])
         _restore_streams(streams, ck.rng_states)
@@ -341,7 +361,7 @@ class Run:
             if adapt_every and (i - 1) % adapt_every == 0 and i > 1:
                 self.state = engine.adapt(self.state, self.streams,
                                           factor=settings["adapt_factor"])
-            self.state, info = engine.step(self.state, self.streams)
+            self.state, info = engine.step(self.state, self.streams, iteration=i)
             self.iteration = i
             rows.setdefault("iteration", []).append(i)
             for name, value in info._asdict().items():

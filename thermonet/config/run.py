@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from thermonet.config.schema import (
     ResolvedConfig,
     apply_overrides,
@@ -109,9 +111,25 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                                              "one of " + ", ".join(SCHEMES)),
                     ("random-pairs: n_swaps attempts on random adjacent pairs after the "
                      "transitions (paper Alg. 2); even-odd: one sweep of disjoint pairs before "
-                     "them")),
+                     "them, starting at a random parity; deo: non-reversible parallel "
+                     "tempering, even pairs at even iterations and odd pairs at odd ones, "
+                     "after the transitions (Syed et al. 2022)")),
     "n_swaps": (None, (int,), _NONNEG_INT,
                 "attempts per iteration of random-pairs (unset: K)"),
+    "prior_rung": (False, (bool,), None,
+                   ("add a rung at T = inf (beta = 0) above the ladder that draws exact, "
+                    "independent samples from the box prior: a replica that reaches it is "
+                    "regenerated (a restart; Syed et al. 2022)")),
+    "adapt_rounds": (0, (int,), _NONNEG_INT,
+                     ("warm-up rounds of ladder adaptation before iteration 1, each twice as "
+                      "long as the one before: the rungs move to equalise the swap rejection "
+                      "rates (Syed et al. 2022, Alg. 4), then the ladder is frozen; 0: the "
+                      "ladder is used as given")),
+    "adapt_round_length": (8, (int,), _POS_INT,
+                           "iterations of the first ladder-adaptation round"),
+    "anchors": ([], (list,), _POSITIVE_LIST,
+                ("temperatures of the initial ladder that ladder adaptation never moves "
+                 "(e.g. [1.0] to keep the posterior's own rung); the two ends never move")),
 }
 SECTIONS = ("run", "data", "architecture", "prior", "init", "minimiser", "sampler", "ladder")
 PLUGIN_SECTIONS = {"architecture": "architecture", "minimiser": "minimiser",
@@ -236,6 +254,16 @@ def _resolve_ladder(given: Mapping[str, Any], sources: dict[str, str],
         table["temperatures"] = [float(t) for t in ladder.temperature_k]
     else:
         ladder = Ladder.geometric(table["t_min"], table["t_max"], table["n_temperatures"])
+    if table["prior_rung"]:
+        ladder = ladder.with_prior_rung()
+    for t in table["anchors"]:
+        if not np.any(np.isclose(ladder.temperature_k, float(t), rtol=1e-12, atol=0.0)):
+            raise ConfigError(f"ladder.anchors: {t!r} is not a rung of the initial ladder "
+                              f"{[float(v) for v in ladder.temperature_k]}; list it in "
+                              "ladder.temperatures")
+    if table["adapt_rounds"] and ladder.n_temperatures < 3:
+        raise ConfigError(f"ladder.adapt_rounds = {table['adapt_rounds']} needs at least 3 "
+                          f"rungs to move; this ladder has {ladder.n_temperatures}")
     swap = make_scheme(table["swap_scheme"], n_swaps=table["n_swaps"])
     return table, ladder, swap
 

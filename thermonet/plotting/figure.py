@@ -120,11 +120,14 @@ def plain_log_ticks(axis: Any) -> None:
 
 
 def temperature_colours(temperatures: np.ndarray) -> tuple[Any, Any]:
-    """A log-T norm and colour map for a ladder."""
+    """A log-T norm and colour map for a ladder (a prior rung, T = inf, gets the hottest
+    colour: the norm clips)."""
     from matplotlib import colormaps
     from matplotlib.colors import LogNorm
 
-    lo, hi = float(np.min(temperatures)), float(np.max(temperatures))
+    finite = np.asarray(temperatures, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    lo, hi = float(np.min(finite)), float(np.max(finite))
     if lo == hi:
         lo, hi = lo / 1.5, hi * 1.5
-    return LogNorm(vmin=lo, vmax=hi), colormaps[TEMPERATURE_CMAP]
+    return LogNorm(vmin=lo, vmax=hi, clip=True), colormaps[TEMPERATURE_CMAP]

@@ -10,8 +10,15 @@ from __future__ import annotations
 from thermonet.tempering.exchange import REInfo, ReplicaExchange, REState, Streams, make_streams
 from thermonet.tempering.ladder import Ladder, geometric_temperatures
 from thermonet.tempering.loop import sample
-from thermonet.tempering.swaps import SCHEMES, EvenOdd, RandomPairs, SwapScheme, make_scheme
+from thermonet.tempering.swaps import (
+    SCHEMES,
+    DeterministicEvenOdd,
+    EvenOdd,
+    RandomPairs,
+    SwapScheme,
+    make_scheme,
+)
 
-__all__ = ["SCHEMES", "EvenOdd", "Ladder", "REInfo", "REState", "RandomPairs",
-           "ReplicaExchange", "Streams", "SwapScheme", "geometric_temperatures", "make_scheme",
-           "make_streams", "sample"]
+__all__ = ["SCHEMES", "DeterministicEvenOdd", "EvenOdd", "Ladder", "REInfo", "REState",
+           "RandomPairs", "ReplicaExchange", "Streams", "SwapScheme", "geometric_temperatures",
+           "make_scheme", "make_streams", "sample"]

@@ -31,6 +31,7 @@ from thermonet.api import as_theta
 from thermonet.errors import ConfigError
 from thermonet.parallel import Executor, make_executor
 from thermonet.tempering.ladder import Ladder
+from thermonet.tempering.prior_rung import PriorRung
 from thermonet.tempering.swaps import RandomPairs, swap_log_acceptance
 from thermonet.types import FloatArray, IntArray
 
@@ -129,11 +130,36 @@ class ReplicaExchange:
         config_cls = getattr(sampler_cls, "Config", None)
         if config is None and config_cls is not None:
             config = config_cls()
-        # one potential per slot: each owns its scratch space, so slots can run in threads
-        self.samplers = [sampler_cls(potential if k == 0 else potential.copy(), prior=prior,
-                                     temperature=float(t), masses=masses, config=config)
-                         for k, t in enumerate(ladder.temperature_k)]
+        self.sampler_cls = sampler_cls
+        self.sampler_config = config
+        self.masses_given = masses
+        self.samplers: list[Any] = []
+        self._build_samplers(ladder)
         self.masses = self.samplers[0].masses
+
+    def _build_samplers(self, ladder: Ladder) -> None:
+        # one potential per slot: each owns its scratch space, so slots can run in threads;
+        # a rung at T = inf is the prior itself, drawn exactly
+        old = self.samplers
+        samplers = []
+        for k, t in enumerate(ladder.temperature_k):
+            potential = old[k].potential if k < len(old) else (
+                self.potential if k == 0 else self.potential.copy())
+            finite = float(t) if math.isfinite(t) else 1.0
+            sampler = self.sampler_cls(potential, prior=self.prior, temperature=finite,
+                                       masses=self.masses_given, config=self.sampler_config)
+            samplers.append(PriorRung(sampler, self.prior) if math.isinf(t) else sampler)
+        self.samplers = samplers
+        self.ladder = ladder
+
+    def set_ladder(self, ladder: Ladder) -> None:
+        """Move the rungs to ``ladder`` (same number of rungs): each slot keeps its potential
+        (and scratch) and gets a sampler at its new temperature. Used by the warm-up's ladder
+        adaptation; a run's production ladder is fixed."""
+        if ladder.n_temperatures != self.n_slots:
+            raise ConfigError(f"the new ladder has {ladder.n_temperatures} rungs; this engine "
+                              f"has {self.n_slots}")
+        self._build_samplers(ladder)
 
     @property
     def n_slots(self) -> int:
@@ -189,6 +215,8 @@ class ReplicaExchange:
         def run(k: int) -> Any:
             rng = rngs[k]
             sampler = self.samplers[k]
+            if isinstance(sampler, PriorRung):
+                return sampler.draw(rng)
             theta = as_theta(draw(rng), n, what="initial draw")
             if minimiser is not None:
                 theta = minimiser.minimise(sampler.potential, theta, prior=self.prior).theta
@@ -241,30 +269,35 @@ class ReplicaExchange:
         replica_k[j], replica_k[j + 1] = replica_k[j + 1], replica_k[j]
         return True
 
-    def _swaps(self, slots: list[Any], replica_k: IntArray, rng: np.random.Generator
-               ) -> tuple[IntArray, IntArray]:
+    def _swaps(self, slots: list[Any], replica_k: IntArray, rng: np.random.Generator,
+               iteration: int | None) -> tuple[IntArray, IntArray]:
         n_pairs = self.n_slots - 1
         attempted = np.zeros(max(n_pairs, 0), dtype=np.int64)
         accepted = np.zeros(max(n_pairs, 0), dtype=np.int64)
         if n_pairs < 1:
             return attempted, accepted
-        for j in self.swap.pairs(n_pairs, rng):
+        for j in self.swap.pairs(n_pairs, rng, iteration):
             attempted[j] += 1
             accepted[j] += self._try_swap(slots, replica_k, int(j), rng)
         return attempted, accepted
 
-    def step(self, state: REState, streams: Streams) -> tuple[REState, REInfo]:
-        """One iteration of Algorithm 2: transitions at every slot and the scheme's swaps."""
+    def step(self, state: REState, streams: Streams, *, iteration: int | None = None
+             ) -> tuple[REState, REInfo]:
+        """One iteration of Algorithm 2: transitions at every slot and the scheme's swaps.
+
+        ``iteration`` (1, 2, ...) is needed by schemes that alternate deterministically
+        (``deo``); the runner and :func:`thermonet.sample` pass it.
+        """
         rngs = _slot_streams(streams, self.n_slots)
         swap_rng = streams.swap if isinstance(streams, Streams) else streams[self.n_slots]
         replica_k = state.replica_k.copy()
         if self.swap.before_propagation:
             slots = list(state.slots)
-            attempted, accepted = self._swaps(slots, replica_k, swap_rng)
+            attempted, accepted = self._swaps(slots, replica_k, swap_rng, iteration)
             slots, n_acc, n_div = self._propagate(slots, rngs)
         else:
             slots, n_acc, n_div = self._propagate(state.slots, rngs)
-            attempted, accepted = self._swaps(slots, replica_k, swap_rng)
+            attempted, accepted = self._swaps(slots, replica_k, swap_rng, iteration)
         info = REInfo(np.array([s.energy for s in slots]), n_acc, n_div,
                       np.array([s.step_size for s in slots]), attempted, accepted,
                       replica_k.copy())

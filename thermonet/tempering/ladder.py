@@ -2,6 +2,8 @@
 
 Slot k of a ladder holds temperature ``T_k`` (strictly ascending, ``T_0`` the coldest) and its
 inverse ``beta_k = 1/T_k``. A single chain is a one-rung ladder (:meth:`Ladder.single`). The
+hottest rung may be ``T = inf`` (``beta = 0``): the prior itself, sampled exactly
+(:meth:`Ladder.with_prior_rung`, :mod:`thermonet.tempering.prior_rung`). The
 configuration builds the ladder once; the engine, the swap rule, the checkpoint and resume all
 read this one object.
 
@@ -39,9 +41,9 @@ class Ladder:
     Attributes
     ----------
     temperature_k : ndarray of float64, shape (K,)
-        T_k, strictly ascending and positive (read-only).
+        T_k, strictly ascending and positive (read-only); only the last may be ``inf``.
     beta_k : ndarray of float64, shape (K,)
-        1/T_k (read-only).
+        1/T_k (read-only; 0 for a prior rung).
     """
 
     temperature_k: FloatArray
@@ -49,10 +51,12 @@ class Ladder:
 
     def __post_init__(self) -> None:
         t = np.array(self.temperature_k, dtype=np.float64)
-        if (t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(t <= 0)
-                or np.any(np.diff(t) <= 0)):
+        if (t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t[:-1]))
+                or np.isnan(t[-1]) or np.any(t <= 0) or np.any(np.diff(t) <= 0)
+                or (t.size == 1 and np.isinf(t[0]))):
             raise ConfigError(f"temperatures = {np.asarray(self.temperature_k).tolist()}; "
-                              "expected a strictly ascending list of positive numbers")
+                              "expected a strictly ascending list of positive numbers (only "
+                              "the last may be inf, the prior rung, above a finite one)")
         t.flags.writeable = False
         beta = 1.0 / t
         beta.flags.writeable = False
@@ -86,6 +90,17 @@ class Ladder:
             raise ConfigError(f"temperature T = {temperature}; expected a positive finite "
                               "number")
         return cls(np.array([float(temperature)]))
+
+    def with_prior_rung(self) -> Ladder:
+        """The same rungs plus one at ``T = inf`` (``beta = 0``) above the hottest."""
+        if self.has_prior_rung:
+            return self
+        return Ladder(np.append(self.temperature_k, np.inf))
+
+    @property
+    def has_prior_rung(self) -> bool:
+        """True if the hottest rung is the prior (``T = inf``)."""
+        return bool(np.isinf(self.temperature_k[-1]))
 
     @property
     def n_temperatures(self) -> int:

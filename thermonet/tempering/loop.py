@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 
-def sample(kernel: Any, state: Any, randomness: Any, n: int) -> Iterator[tuple[Any, Any]]:
+def sample(kernel: Any, state: Any, randomness: Any, n: int, *, start: int = 0
+           ) -> Iterator[tuple[Any, Any]]:
     """Yield ``(state, info)`` after each of ``n`` steps of ``kernel``.
 
     Parameters
@@ -22,6 +23,9 @@ def sample(kernel: Any, state: Any, randomness: Any, n: int) -> Iterator[tuple[A
         Consumed in order, so the chain is a deterministic function of the seed.
     n : int
         Number of steps.
+    start : int
+        Iterations already done: a replica-exchange kernel is told the iteration number
+        ``start + 1, start + 2, ...`` (the ``deo`` swap scheme alternates by it).
 
     Examples
     --------
@@ -30,6 +34,11 @@ def sample(kernel: Any, state: Any, randomness: Any, n: int) -> Iterator[tuple[A
     """
     if int(n) < 0:
         raise ValueError(f"n = {n}; expected a number of steps >= 0")
-    for _ in range(int(n)):
-        state, info = kernel.step(state, randomness)
+    from thermonet.tempering.exchange import ReplicaExchange
+
+    for i in range(int(start) + 1, int(start) + int(n) + 1):
+        if isinstance(kernel, ReplicaExchange):
+            state, info = kernel.step(state, randomness, iteration=i)
+        else:
+            state, info = kernel.step(state, randomness)
         yield state, info

@@ -4,8 +4,9 @@ A scheme is a small strategy object with
 
 * ``before_propagation`` (bool): whether its attempts come before the slots' transitions of an
   iteration (True) or after them (False);
-* ``pairs(n_pairs, rng)``: the pair indices j (pair (j, j+1)) to attempt, in order, drawn only
-  from ``rng`` (the swap stream).
+* ``pairs(n_pairs, rng, iteration)``: the pair indices j (pair (j, j+1)) to attempt, in
+  order, drawn only from ``rng`` (the swap stream); ``iteration`` (1, 2, ...) is the run's
+  iteration number, for schemes that alternate deterministically.
 
 The engine (:class:`~thermonet.tempering.ReplicaExchange`) applies the Metropolis rule of
 :func:`swap_log_acceptance` to each pair. A new scheme (e.g. the deterministic even-odd sweep of
@@ -14,7 +15,12 @@ Syed et al. 2022) is a new class here and an entry in :data:`SCHEMES`; the engin
 References
 ----------
 Baldock & Marzari, arXiv:1904.04154, Alg. 2 (random adjacent pairs after propagation);
-Syed, Bouchard-Côté, Deligiannidis & Doucet, JRSS B 84 (2022) 321 (even/odd sweeps).
+Y. Okabe, M. Kawata, Y. Okamoto & M. Mikami, Chem. Phys. Lett. 335 (2001) 435 (alternating
+even/odd swaps); S. Syed, A. Bouchard-Côté, G. Deligiannidis & A. Doucet, "Non-reversible
+parallel tempering: a scalable highly parallel MCMC scheme", JRSS B 84 (2022) 321 (the
+deterministic even-odd scheme is non-reversible: a replica keeps its direction through the
+ladder, and the round-trip rate tends to 1/(2 + 2 Lambda) for a communication barrier Lambda,
+independent of the number of rungs once it is large enough).
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ class SwapScheme(Protocol):
     name: ClassVar[str]
     before_propagation: ClassVar[bool]
 
-    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Iterable[Any]: ...
+    def pairs(self, n_pairs: int, rng: np.random.Generator, iteration: int | None = None
+              ) -> Iterable[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,8 @@ class RandomPairs:
         if self.n_swaps is not None and self.n_swaps < 0:
             raise ConfigError(f"n_swaps = {self.n_swaps}; expected >= 0")
 
-    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Iterable[Any]:
+    def pairs(self, n_pairs: int, rng: np.random.Generator, iteration: int | None = None
+              ) -> Iterable[Any]:
         n = n_pairs + 1 if self.n_swaps is None else self.n_swaps
         return rng.integers(0, n_pairs, size=n)
 
@@ -63,13 +71,35 @@ class EvenOdd:
     name: ClassVar[str] = "even-odd"
     before_propagation: ClassVar[bool] = True
 
-    def pairs(self, n_pairs: int, rng: np.random.Generator) -> Iterable[Any]:
+    def pairs(self, n_pairs: int, rng: np.random.Generator, iteration: int | None = None
+              ) -> Iterable[Any]:
         start = int(rng.random() < 0.5)
         return range(start, n_pairs, 2)
 
 
+@dataclass(frozen=True)
+class DeterministicEvenOdd:
+    """Non-reversible parallel tempering (Okabe et al. 2001; Syed et al. 2022): after
+    propagation, the even pairs (0, 1), (2, 3), ... at even iterations and the odd pairs
+    (1, 2), (3, 4), ... at odd ones. Draws nothing from the swap stream except the uniforms of
+    the Metropolis tests, so the alternation is a function of the iteration number alone (a
+    resumed run continues it exactly)."""
+
+    name: ClassVar[str] = "deo"
+    before_propagation: ClassVar[bool] = False
+
+    def pairs(self, n_pairs: int, rng: np.random.Generator, iteration: int | None = None
+              ) -> Iterable[Any]:
+        if iteration is None:
+            raise ConfigError("the deo swap scheme alternates even and odd pairs by iteration "
+                              "number; call ReplicaExchange.step(state, streams, "
+                              "iteration=i)")
+        return range(int(iteration) % 2, n_pairs, 2)
+
+
 #: scheme name (``ladder.swap_scheme``) -> class
-SCHEMES: dict[str, type] = {"random-pairs": RandomPairs, "even-odd": EvenOdd}
+SCHEMES: dict[str, type] = {"random-pairs": RandomPairs, "even-odd": EvenOdd,
+                            "deo": DeterministicEvenOdd}
 
 
 def make_scheme(name: str, *, n_swaps: int | None = None) -> Any:
