@@ -1,24 +1,121 @@
 """Step-size adaptation a sampler plugin can reuse: the bracket search and dual averaging.
 
-Both drive a sampler-specific measurement through a callable, so a sampler decides what "the
-acceptance at step size dt" means (HMC: extra trajectories from the current state; a sampler
-with persistent momenta: a side chain) and the search itself is written once.
+The searches drive a sampler-specific measurement through a callable, so a sampler decides
+what "the acceptance at step size dt" means (HMC: extra trajectories from the current state; a
+sampler with persistent momenta: a side chain) and the search itself is written once.
 
 * :func:`bracket_search`: the paper code's multiplicative search (Baldock & Marzari 2019,
   Sec. 3.3.1: the step size is adapted to keep the acceptance in a window), with a round cap.
 * :func:`dual_averaging`: Nesterov dual averaging of log dt (Hoffman & Gelman 2014, Alg. 5;
-  gamma = 0.05, t0 = 10, kappa = 0.75).
+  gamma = 0.05, t0 = 10, kappa = 0.75) over a side chain.
+
+Adaptation along the chain itself (warm-up only, as Stan does) is a pure update of a small
+state, so the sampler or the engine owns the loop and can checkpoint between transitions:
+
+* :class:`DualAveraging`: the state (plain numbers);
+* :func:`dual_averaging_start`, :func:`dual_averaging_update`, :func:`dual_averaging_step_size`
+  (dt for the next transition) and :func:`dual_averaging_final` (the averaged dt to freeze);
+* :func:`warmup_windows`: Stan's window lengths; dual averaging restarts at each boundary.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 from thermonet.errors import ConfigError
 
 #: smallest step size either search returns
 DT_FLOOR = 1e-50
+
+# Hoffman & Gelman (2014) Sec. 3.2.1 constants, also Stan's and NumPyro's defaults
+DA_GAMMA = 0.05
+DA_T0 = 10.0
+DA_KAPPA = 0.75
+# gamma of the refinement windows after the first (see thermonet.samplers.hmc.HMC.warm_up):
+# with Stan's 0.05 and mu = log(10 dt) at every restart, the frozen dt of 3 x 200 warm-up
+# transitions gave 0.67-0.90 acceptance for a 0.65 target on Gaussians; the damped refinement
+# (gamma = 1) gives 0.61-0.70 (figures in docs/samplers.md)
+DA_GAMMA_REFINE = 1.0
+
+
+class DualAveraging(NamedTuple):
+    """State of Nesterov dual averaging of log dt (Hoffman & Gelman 2014, Alg. 5).
+
+    Plain numbers only, so a checkpoint can store it field by field.
+    """
+
+    mu: float          #: shrinkage point, log(10 dt0)
+    log_dt: float      #: log dt of the next transition
+    log_dt_bar: float  #: the iterate average: log of the dt to freeze
+    h_bar: float       #: running average of target - acceptance
+    n_updates: int     #: updates so far (m)
+    gamma: float = DA_GAMMA  #: how far log dt may move from mu (larger: less)
+
+
+def dual_averaging_start(step_size: float, *, shrink: float = 10.0,
+                         gamma: float = DA_GAMMA) -> DualAveraging:
+    """A fresh dual-averaging state around ``step_size``.
+
+    ``mu = log(shrink * dt)``: Stan's 10 explores larger steps first; a restart from a dt that
+    is already close uses ``shrink = 1`` and a larger ``gamma``.
+    """
+    log_dt = math.log(step_size)
+    return DualAveraging(math.log(shrink * step_size), log_dt, 0.0, 0.0, 0, float(gamma))
+
+
+def dual_averaging_update(state: DualAveraging, accept_prob: float,
+                          target: float) -> DualAveraging:
+    """One dual-averaging update with the acceptance probability of the last transition.
+
+    ``accept_prob`` is ``min(1, exp(log a))`` of the transition that used
+    :func:`dual_averaging_step_size` (:func:`acceptance_probability`).
+    """
+    m = state.n_updates + 1
+    w = 1.0 / (m + DA_T0)
+    h_bar = (1 - w) * state.h_bar + w * (target - accept_prob)
+    log_dt = state.mu - math.sqrt(m) / state.gamma * h_bar
+    eta = m ** -DA_KAPPA
+    log_dt_bar = eta * log_dt + (1 - eta) * state.log_dt_bar
+    return DualAveraging(state.mu, log_dt, log_dt_bar, h_bar, m, state.gamma)
+
+
+def dual_averaging_step_size(state: DualAveraging, step_size_max: float) -> float:
+    """The dt of the next transition: ``exp(log_dt)`` clipped to ``[DT_FLOOR, step_size_max]``."""
+    return float(min(max(math.exp(min(state.log_dt, 700.0)), DT_FLOOR), step_size_max))
+
+
+def dual_averaging_final(state: DualAveraging, step_size_max: float) -> float:
+    """The averaged dt to freeze after warm-up (the start dt if there was no update)."""
+    log_dt = state.log_dt_bar if state.n_updates else state.log_dt
+    return float(min(max(math.exp(min(log_dt, 700.0)), DT_FLOOR), step_size_max))
+
+
+def warmup_windows(n: int) -> list[int]:
+    """Stan's warm-up windows for ``n`` transitions: lengths summing to ``n``.
+
+    An initial buffer (75), doubling windows from 25 and a terminal buffer (50), scaled to
+    15 % / 75 % / 10 % when ``n`` < 150, as Stan does; dual averaging restarts at every
+    boundary from the dt learnt so far, so early far-from-typical transitions do not weigh on
+    the final dt. ``n`` < 20: one window.
+    """
+    if n < 20:
+        return [n] if n > 0 else []
+    init, term, base = 75, 50, 25
+    if init + base + term > n:
+        init, term = int(0.15 * n), int(0.1 * n)
+        base = n - init - term
+    windows = [init]
+    rest, w = n - init - term, base
+    while rest > 0:
+        if rest < 3 * w:        # the next, doubled window would not fit: this one takes all
+            w = rest
+        windows.append(w)
+        rest -= w
+        w *= 2
+    windows.append(term)
+    return windows
 
 
 def acceptance_probability(log_accept_ratio: float) -> float:
@@ -68,17 +165,14 @@ def dual_averaging(advance: Callable[[float], float], step_size: float, target: 
     acceptance probability (:func:`acceptance_probability`); it is called ``n`` times. Returns
     the averaged step size, clipped to ``[DT_FLOOR, step_size_max]``.
     """
-    mu = math.log(10 * step_size)
-    log_dt = math.log(step_size)
-    log_dt_bar, h_bar = 0.0, 0.0
-    for m in range(1, n + 1):
-        alpha = advance(min(math.exp(log_dt), step_size_max))
-        w = 1.0 / (m + 10.0)
-        h_bar = (1 - w) * h_bar + w * (target - alpha)
-        log_dt = mu - math.sqrt(m) / 0.05 * h_bar
-        eta = m ** -0.75
-        log_dt_bar = eta * log_dt + (1 - eta) * log_dt_bar
-    return float(min(max(math.exp(log_dt_bar), DT_FLOOR), step_size_max))
+    state = dual_averaging_start(step_size)
+    for _ in range(n):
+        alpha = advance(min(math.exp(state.log_dt), step_size_max))
+        state = dual_averaging_update(state, alpha, target)
+    return float(min(max(math.exp(state.log_dt_bar), DT_FLOOR), step_size_max))
 
 
-__all__ = ["DT_FLOOR", "acceptance_probability", "bracket_search", "dual_averaging"]
+__all__ = ["DA_GAMMA", "DA_GAMMA_REFINE", "DA_KAPPA", "DA_T0", "DT_FLOOR", "DualAveraging",
+           "acceptance_probability", "bracket_search", "dual_averaging", "dual_averaging_final",
+           "dual_averaging_start", "dual_averaging_step_size", "dual_averaging_update",
+           "warmup_windows"]

@@ -14,14 +14,14 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet.api import Sampler, adaptation, as_theta
+from thermonet.api import Sampler, adaptation, as_theta, settings
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.types import FloatArray
 
 WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT}
 PRECISIONS = ("float64", "mixed")
-ADAPT_METHODS = ("original", "dual-averaging")
+ADAPT_METHODS = ("original", "dual-averaging", "chain")
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,13 @@ class HMCConfig:
         (the built-in MLP) benefit; others run in float64.
     accept_window : tuple of float
         Target acceptance range of the step-size adaptation ((0.6, 0.7), the paper's).
-    adapt_method : {"original", "dual-averaging"}
+    adapt_method : {"original", "dual-averaging", "chain"}
         "original": the paper code's multiplicative bracket search (Baldock & Marzari's released
-        code). "dual-averaging": Nesterov dual averaging as in Stan/NumPyro (Hoffman & Gelman 2014).
+        code). "dual-averaging": Nesterov dual averaging as in Stan/NumPyro (Hoffman & Gelman
+        2014) on a discarded side chain. "chain": dual averaging on the chain's own
+        transitions, in Stan's windows (:meth:`HMC.warm_up`); ``adapt`` then *moves* the chain
+        by ``warmup_transitions`` transitions, so use it for warm-up only (``adapt_every = 0``)
+        and the frozen dt keeps production exact.
     adapt_trajectories : int
         Trajectories per acceptance estimate of the "original" method (10), or the number of
         dual-averaging trajectories (x 5).
@@ -58,6 +62,17 @@ class HMCConfig:
     step_size_max : float or None
         Upper bound of dt; None: the median box half-width (the original ``dt_max``), or
         unbounded without a box.
+    step_size_jitter : float
+        j in [0, 1): each trajectory uses ``dt * u``, ``u ~ U(1 - j, 1 + j)`` (0: fixed dt).
+        Breaks the resonance of a fixed ``L dt`` with the target's periods (Neal 2011,
+        Sec. 4.2); exact because u is drawn independently of the state.
+    n_leapfrog_jitter : float
+        j in [0, 1]: each trajectory runs L' steps, L' uniform on
+        ``[max(1, ceil((1 - j) L)), L]`` (0: always L).
+    target_accept : float
+        Target mean acceptance probability of the "chain" method (0.65).
+    warmup_transitions : int
+        Chain transitions per ``adapt`` call of the "chain" method (200).
     """
 
     n_leapfrog: int = 100
@@ -70,6 +85,10 @@ class HMCConfig:
     adapt_trajectories: int = 10
     adapt_max_rounds: int = 200
     step_size_max: float | None = None
+    step_size_jitter: float = 0.0
+    n_leapfrog_jitter: float = 0.0
+    target_accept: float = 0.65
+    warmup_transitions: int = 200
 
     def __post_init__(self) -> None:
         if not (isinstance(self.n_leapfrog, (int, np.integer)) and self.n_leapfrog >= 1):
@@ -94,6 +113,14 @@ class HMCConfig:
             raise ConfigError("adapt_trajectories and adapt_max_rounds must be >= 1")
         if self.step_size_max is not None and not self.step_size_max > 0:
             raise ConfigError(f"step_size_max = {self.step_size_max!r}; expected > 0 or None")
+        settings.check_real(self, "hmc", "step_size_jitter", lo=0.0, lo_open=False, hi=1.0,
+                            expected="a number in [0, 1)")
+        settings.check_real(self, "hmc", "n_leapfrog_jitter", lo=0.0, lo_open=False, hi=1.0,
+                            hi_open=False, expected="a number in [0, 1]")
+        settings.check_real(self, "hmc", "target_accept", lo=0.0, hi=1.0,
+                            expected="a probability in (0, 1), e.g. 0.65")
+        settings.check_int(self, "hmc", "warmup_transitions", minimum=1,
+                           expected="an integer >= 1")
 
 
 class HMCState(NamedTuple):
@@ -163,7 +190,9 @@ class HMC(Sampler):
         """One trajectory from ``state``; returns the proposal and the uniform draw.
 
         Returns ``(theta_new, energy_new, grad_new, info, log_u)``; ``info.is_accepted`` is
-        already decided. Draws exactly ``n_params`` normals and one uniform from ``rng``.
+        already decided. Draws from ``rng``, in this order: ``n_params`` normals (momenta), one
+        uniform (accept/reject), one uniform if ``step_size_jitter`` > 0 and one uniform if
+        ``n_leapfrog_jitter`` > 0; with both at 0 the stream is the unjittered sampler's.
         """
         n = state.theta.shape[0]
         if isinstance(rng, np.random.Generator):
@@ -174,10 +203,11 @@ class HMC(Sampler):
             p = rng.standard_normal(n) * self._p_scale
             k0 = float(lf.kinetic(p, self.inv_mass))
         log_u = math.log(rng.random())
+        dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
         theta = state.theta.copy()
         grad = state.grad.copy()
         e1, n_done, status, n_ref = self.potential.trajectory(
-            theta, p, grad, self.inv_mass, state.step_size, self.config.n_leapfrog, self._wall,
+            theta, p, grad, self.inv_mass, dt, n_leapfrog, self._wall,
             self.half_width, self.config.runaway, "float32" if self._mixed else "float64")
         divergent = status != lf.OK
         if self._mixed and not divergent:
@@ -196,8 +226,24 @@ class HMC(Sampler):
                 log_a, divergent = -math.inf, True
         accepted = bool(log_u < log_a)
         info = HMCInfo(accepted, float(log_a), float(d_h), state.energy, float(e1), divergent,
-                       in_box, int(n_done), int(n_ref), state.step_size)
+                       in_box, int(n_done), int(n_ref), dt)
         return theta, float(e1), grad, info, log_u
+
+    def trajectory_length(self, step_size: float, rng: np.random.Generator
+                          ) -> tuple[float, int]:
+        """The ``(dt, L)`` of one trajectory after the configured jitter (draws from ``rng``).
+
+        The draws depend on nothing but ``rng``, so each (dt, L) is a fixed, reversible,
+        volume-preserving map and the Metropolis test stays exact per draw.
+        """
+        c = self.config
+        dt, n = step_size, c.n_leapfrog
+        if c.step_size_jitter > 0:
+            dt = step_size * (1.0 + c.step_size_jitter * (2.0 * rng.random() - 1.0))
+        if c.n_leapfrog_jitter > 0:
+            lo = max(1, math.ceil((1.0 - c.n_leapfrog_jitter) * n - 1e-9))
+            n = lo + min(int(rng.random() * (n - lo + 1)), n - lo)
+        return dt, n
 
     def step(self, state: HMCState, rng: np.random.Generator) -> tuple[HMCState, HMCInfo]:
         """One HMC transition (Algorithm 1)."""
@@ -216,14 +262,69 @@ class HMC(Sampler):
               **options: Any) -> HMCState:
         """Return ``state`` with a step size tuned to the acceptance window.
 
-        Uses extra trajectories that are not part of the chain: the position is unchanged.
-        ``factor`` is the "original" method's multiplicative step (0.1 coarse, 0.9 fine).
+        Uses extra trajectories that are not part of the chain: the position is unchanged,
+        except with ``adapt_method = "chain"``, which runs :meth:`warm_up` and returns the
+        chain's state after it. ``factor`` is the "original" method's multiplicative step (0.1
+        coarse, 0.9 fine).
         """
+        if self.config.adapt_method == "chain":
+            return self.warm_up(state, rng, self.config.warmup_transitions)
         if self.config.adapt_method == "dual-averaging":
             dt = dual_averaging(self, state, rng)
         else:
             dt = bracket_search(self, state, rng, factor)
         return state._replace(step_size=dt)
+
+    # -- adaptation along the chain (warm-up only) -------------------------------------------
+
+    def warmup_start(self, state: HMCState, *, first: bool = True
+                     ) -> adaptation.DualAveraging:
+        """A dual-averaging state around ``state.step_size`` for :meth:`HMC.warmup_step`.
+
+        ``first``: Stan's start (mu = log(10 dt), gamma = 0.05); otherwise a refinement from
+        a dt that is already close (mu = log dt, gamma = ``DA_GAMMA_REFINE``).
+        """
+        dt = min(state.step_size, self.step_size_max)
+        if first:
+            return adaptation.dual_averaging_start(dt)
+        return adaptation.dual_averaging_start(dt, shrink=1.0,
+                                               gamma=adaptation.DA_GAMMA_REFINE)
+
+    def warmup_step(self, state: HMCState, da: adaptation.DualAveraging,
+                    rng: np.random.Generator
+                    ) -> tuple[HMCState, adaptation.DualAveraging, HMCInfo]:
+        """One warm-up transition of the chain at the dual-averaging dt, and the updated ``da``.
+
+        The transition is an ordinary :meth:`HMC.step` (same draws from ``rng``); ``da`` learns
+        from its acceptance probability ``min(1, exp(log a))`` towards ``target_accept``. An
+        engine can call this per transition and checkpoint ``da`` (plain numbers) alongside the
+        state.
+        """
+        dt = adaptation.dual_averaging_step_size(da, self.step_size_max)
+        state, info = self.step(state._replace(step_size=dt), rng)
+        da = adaptation.dual_averaging_update(
+            da, adaptation.acceptance_probability(info.log_accept_ratio),
+            self.config.target_accept)
+        return state, da, info
+
+    def warm_up(self, state: HMCState, rng: np.random.Generator, n: int) -> HMCState:
+        """Run ``n`` warm-up transitions adapting dt along the chain; return the state with dt
+        frozen at the averaged value.
+
+        Dual averaging restarts at each of Stan's window boundaries
+        (:func:`thermonet.api.adaptation.warmup_windows`) from the dt learnt so far: the first
+        window as Stan, the later ones as damped refinements (:meth:`warmup_start`), because
+        Stan's exploratory restarts freeze a dt whose acceptance overshoots the target. The
+        chain moves: these transitions are warm-up, not samples. Draws from ``rng`` only what
+        the ``n`` transitions draw.
+        """
+        for i, length in enumerate(adaptation.warmup_windows(int(n))):
+            da = self.warmup_start(state, first=i == 0)
+            for _ in range(length):
+                state, da, _ = self.warmup_step(state, da, rng)
+            dt = adaptation.dual_averaging_final(da, self.step_size_max)
+            state = state._replace(step_size=dt)
+        return state
 
 
 def bracket_search(sampler: HMC, state: HMCState, rng: np.random.Generator,
@@ -264,3 +365,4 @@ def dual_averaging(sampler: HMC, state: HMCState, rng: np.random.Generator) -> f
     return adaptation.dual_averaging(advance, state.step_size, 0.5 * sum(c.accept_window),
                                      5 * c.adapt_trajectories,
                                      step_size_max=sampler.step_size_max)
+
