@@ -56,8 +56,10 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "checkpoint_every": (10, (int,), _POS_INT, "iterations between checkpoints"),
     "sample_every": (10, (int,), _NONNEG_INT,
                      "iterations between stored parameter vectors (0: never)"),
-    "adapt_every": (25, (int,), _NONNEG_INT,
-                    "iterations between step-size adaptations (0: only at initialisation)"),
+    "adapt_every": (0, (int,), _NONNEG_INT,
+                    ("iterations between step-size adaptations during production (0, the "
+                     "default: only in warm-up, so production is an exact chain; the paper "
+                     "adapted every 25, which biases averages)")),
     "adapt_factor": (0.9, (float, int), (lambda v: 0 < v < 1, "a number in (0, 1)"),
                      "multiplicative factor of the periodic adaptation"),
     "discard": (0.2, (float, int), (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
