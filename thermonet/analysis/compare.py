@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.analysis.convergence import chain_diagnostics
+from thermonet.analysis.convergence import RHAT_MAX, chain_diagnostics
 from thermonet.analysis.mixing import replica_passages, verdict
 from thermonet.analysis.report import read_analysis
 from thermonet.config.schema import parse_toml
@@ -149,7 +149,7 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     flags = list(v.flags)
     for name in observables:
         rh = np.asarray(out[name]["rhat"])
-        if name != "train_energy" and np.isfinite(rh).any() and np.nanmax(rh) > 1.05:
+        if name != "train_energy" and np.isfinite(rh).any() and np.nanmax(rh) > RHAT_MAX:
             i = int(np.nanargmax(rh))
             flags.append(f"{name} R-hat {rh[i]:.2f} at T = {temps[i]:.4g}")
     v = type(v)(v.mixed, v.reasons, flags)
