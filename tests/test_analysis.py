@@ -404,10 +404,13 @@ def write_frozen_run(d: Path, temps: list[float], n: int) -> None:
         replica_k=np.arange(k), temperatures=np.array(temps), counters={}))
 
 
-def test_no_round_trip_warning(tmp_path):
+def test_no_round_trip_makes_the_verdict_not_mixed(tmp_path):
     write_frozen_run(tmp_path, [1.0, 2.0], 50)
     a = analyse(tmp_path)
-    assert any("no replica completed a round trip" in w for w in a.warnings)
+    assert a.meta["mixed"] is False
+    assert a.meta["verdict"]["reasons"][0] == "0 restarts"
+    assert a.meta["verdict"]["text"].startswith("not mixed: 0 restarts")
+    assert "no swap accepted across T = 1-2" in a.meta["verdict"]["flags"]
     assert any("0.0%" in w for w in a.warnings)
     assert a.table["heat_capacity"].tolist() == [0.0, 0.0]
     assert a.table["train_energy_err"].tolist() == [0.0, 0.0]

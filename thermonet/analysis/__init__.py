@@ -2,6 +2,8 @@
 predictive, the stopping rule and ladder health (``thermonet analyse``).
 
 * :mod:`.ladder`: trace statistics (series, heat capacity, round trips, swaps);
+* :mod:`.convergence`: rank-normalised split-R-hat, bulk and tail ESS;
+* :mod:`.mixing`: restarts, swap barrier, rung acceptance and the mixing verdict;
 * :mod:`.stopping`: the stopping rule;
 * :mod:`.samples`: evaluation of stored samples;
 * :mod:`.report`: the :class:`Analysis` record and its files;
@@ -19,6 +21,18 @@ from thermonet.analysis.ladder import (
     round_trips_per_replica,
     series_stats,
     swap_table,
+)
+from thermonet.analysis.mixing import (
+    Mixing,
+    Verdict,
+    assess,
+    ess_bulk,
+    ess_tail,
+    replica_passages,
+    rung_acceptance,
+    split_rhat,
+    swap_barrier,
+    verdict,
 )
 from thermonet.analysis.pipeline import (
     analyse,
@@ -53,15 +67,25 @@ __all__ = [
     "SWAP_WARN_THRESHOLD",
     "TABLE_COLUMNS",
     "Analysis",
+    "Mixing",
     "SampleEvaluation",
+    "Verdict",
     "analyse",
+    "assess",
+    "ess_bulk",
+    "ess_tail",
     "evaluate_samples",
     "heat_capacity",
     "read_analysis",
+    "replica_passages",
     "round_trips",
     "round_trips_per_replica",
+    "rung_acceptance",
     "series_stats",
+    "split_rhat",
     "stopping_rule",
     "summarise",
+    "swap_barrier",
     "swap_table",
+    "verdict",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from thermonet import stats
+from thermonet.analysis.mixing import replica_passages
 from thermonet.types import IntArray
 
 #: a pair whose swap acceptance is below this fraction gets a warning (the ladder may not mix)
@@ -91,24 +92,10 @@ def round_trips_per_replica(replica_kn: Any) -> IntArray:
     ndarray of int64, shape (K,)
         Trips of replica r. A trip is counted when the replica reaches slot 0 after having
         visited slot K-1 since its previous visit to slot 0; a replica's first trip starts at
-        its first visit to slot 0.
+        its first visit to slot 0 (:func:`thermonet.analysis.mixing.replica_passages`, which
+        also counts restarts).
     """
-    r = np.asarray(replica_kn)
-    if r.ndim != 2 or r.shape[0] == 0:
-        return np.zeros(r.shape[1] if r.ndim == 2 else 0, dtype=np.int64)
-    n_slots = r.shape[1]
-    trips = np.zeros(n_slots, dtype=np.int64)
-    if n_slots < 2:
-        return trips
-    pos = np.argsort(r, axis=1)              # pos[t, rep] = slot of replica rep
-    last = np.full(n_slots, -1)              # -1: no extreme yet, 0: bottom, 1: top
-    for t in range(r.shape[0]):
-        p = pos[t]
-        at_bottom = p == 0
-        at_top = p == n_slots - 1
-        trips += at_bottom & (last == 1)
-        last = np.where(at_bottom, 0, np.where(at_top & (last == 0), 1, last))
-    return trips
+    return replica_passages(replica_kn).round_trips
 
 
 def round_trips(replica_kn: Any) -> int:

@@ -14,11 +14,10 @@ from thermonet.analysis.ladder import (
     MIN_TAU_MULTIPLE,
     SWAP_WARN_THRESHOLD,
     heat_capacity,
-    round_trips,
-    round_trips_per_replica,
     series_stats,
     swap_table,
 )
+from thermonet.analysis.mixing import assess
 from thermonet.analysis.report import TABLE_COLUMNS, Analysis
 from thermonet.analysis.samples import SampleStore, evaluate_samples
 from thermonet.analysis.stopping import STOP_PATIENCE, STOP_SIGMA, best_temperature
@@ -236,12 +235,19 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     elif 0 < n_s < MIN_SAMPLES and split is not None:
         warnings.append(f"only {n_s} stored samples per temperature after discard; the test "
                         "and error columns have rough error bars")
+    series: dict[str, np.ndarray] = {}
     if split is not None and n_s > 0:
+        series["sample_iteration"] = np.asarray(used_its, dtype=np.int64)
+        per_sample = ["train_error"] + (["test_energy", "test_error"] if test else [])
+        for name in per_sample:
+            series[name] = np.full((n_s, k_n), np.nan)
         for k in range(k_n):
             theta = store.slot(k, first_it)
             ev = evaluate_samples(arch, theta, train=split.train,
                                   test=split.test if test else None,
                                   predictive=predictive and test, workers=workers)
+            for name in per_sample:
+                series[name][:, k] = getattr(ev, name)
             m, err, _ = series_stats(ev.train_error)
             table["train_error"][k], table["train_error_err"][k] = m, err
             if test:
@@ -262,8 +268,15 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         pairs = swap_table(temps, tr["swap_attempted_k"][sl], tr["swap_accepted_k"][sl])
     else:
         pairs = swap_table(temps, np.zeros((0, max(k_n - 1, 0))), np.zeros((0, max(k_n - 1, 0))))
-    trips = (round_trips_per_replica(tr["replica_k"]) if n > 0
-             else np.zeros(k_n, dtype=np.int64))
+    mx = assess(tr, temps, n_trajectories=n_traj, start=start,
+                elapsed_s=ck.counters.get("elapsed_s"))
+    trips, restarts = mx.passages.round_trips, mx.passages.restarts
+    table["acceptance_err"] = mx.acceptance.error
+    table["rhat_train_energy"] = mx.diagnostics["rhat"]
+    table["ess_bulk_train_energy"] = mx.diagnostics["ess_bulk"]
+    table["ess_tail_train_energy"] = mx.diagnostics["ess_tail"]
+    pairs["swap_rejection"] = mx.swaps.rejection
+    pairs["swap_rejection_err"] = mx.swaps.rejection_err
     if k_n > 1 and n_used > 0:
         low = [(float(a), float(b), float(r)) for a, b, r in
                zip(pairs["t_low"], pairs["t_high"], pairs["swap_acceptance"], strict=True)
@@ -274,10 +287,6 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                             f"below {100 * swap_threshold:g}% ({listed}"
                             f"{'; ...' if len(low) > 6 else ''}); the ladder may not mix: add "
                             "temperatures there")
-        if trips.sum() == 0:
-            warnings.append(f"no replica completed a round trip T_min -> T_max -> T_min in "
-                            f"{n} iterations; the ladder has not mixed, so temperatures may "
-                            "not be sampled in equilibrium")
 
     # references and the best temperature
     n_classes = int(getattr(arch, "widths", [0, 10])[-1]) if arch is not None else 10
@@ -307,13 +316,18 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "n_samples": n_s, "n_trajectories": n_traj,
         "round_trips": int(trips.sum()),
         "round_trips_per_replica": [int(v) for v in trips],
+        "restarts": int(restarts.sum()),
+        "restarts_per_replica": [int(v) for v in restarts],
+        "elapsed_s": float(ck.counters.get("elapsed_s", math.nan)),
+        "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
+        "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
         "swap_warn_threshold": float(swap_threshold), "stop_sigma": float(stop_sigma),
         "stop_patience": int(stop_patience),
         "test": bool(test), "predictive": bool(predictive and test),
         "gaussian_prior": gaussian,
         "baseline": None if baseline is None else str(baseline),
     })
-    return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta)
+    return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta, series)
 
 
 def summarise(run_dir: str | Path) -> dict[str, Any]:
@@ -351,12 +365,25 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         out["acceptance"] = [float("nan")] * k
         out["mean_energy"] = [float("nan")] * k
         out["divergences"] = 0
+    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
+    trimmed = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
+    mx = assess(trimmed, ck.temperatures, n_trajectories=n_traj, start=start,
+                elapsed_s=ck.counters.get("elapsed_s"))
+    out["acceptance_err"] = [float(v) for v in mx.acceptance.error]
+    out["rhat"] = [float(v) for v in mx.diagnostics["rhat"]]
+    out["ess_bulk"] = [float(v) for v in mx.diagnostics["ess_bulk"]]
+    out["restarts"] = int(mx.passages.restarts.sum())
+    out["barrier"] = mx.swaps.barrier
+    out["mixed"] = mx.verdict.mixed
+    out["verdict"] = str(mx.verdict)
+    out["verdict_reasons"] = list(mx.verdict.reasons)
+    out["verdict_flags"] = list(mx.verdict.flags)
     if k > 1 and n > 0:
         att = tr["swap_attempted_k"].sum(axis=0)
         accd = tr["swap_accepted_k"].sum(axis=0)
         out["swap_acceptance"] = [float(a / b) if b else float("nan")
                                   for a, b in zip(accd, att, strict=True)]
-        out["round_trips"] = round_trips(tr["replica_k"])
+        out["round_trips"] = int(mx.passages.round_trips.sum())
     else:
         out["swap_acceptance"] = []
         out["round_trips"] = 0

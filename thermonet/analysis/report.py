@@ -19,23 +19,28 @@ from thermonet.io.jsonable import to_jsonable
 ANALYSIS_FORMAT = "thermonet.analysis"
 
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
+
+#: versions :func:`read_analysis` reads (1: before the mixing columns, the verdict and
+#: ``series``)
+READABLE_ANALYSIS_VERSIONS = (1, 2)
 
 
 #: columns of :attr:`Analysis.table`, in order (one row per temperature)
 TABLE_COLUMNS: tuple[str, ...] = (
-    "temperature", "dt", "acceptance",
+    "temperature", "dt", "acceptance", "acceptance_err",
     "train_energy", "train_energy_err", "train_energy_per_point", "train_energy_per_point_err",
     "test_energy", "test_energy_err", "test_energy_per_point", "test_energy_per_point_err",
     "train_error", "train_error_err", "test_error", "test_error_err",
     "predictive_test_energy_per_point", "predictive_test_error",
-    "heat_capacity", "heat_capacity_err", "tau_train_energy", "n_samples",
+    "heat_capacity", "heat_capacity_err", "tau_train_energy",
+    "rhat_train_energy", "ess_bulk_train_energy", "ess_tail_train_energy", "n_samples",
 )
 
 
 #: columns of :attr:`Analysis.pairs` (one row per adjacent pair of temperatures)
 PAIR_COLUMNS: tuple[str, ...] = ("t_low", "t_high", "swap_acceptance", "swap_attempts",
-                                 "swap_accepted")
+                                 "swap_accepted", "swap_rejection", "swap_rejection_err")
 
 
 def _csv_text(columns: dict[str, np.ndarray], order: tuple[str, ...]) -> str:
@@ -75,7 +80,12 @@ class Analysis:
         stopping rule's result.
     warnings : list of str
     meta : dict
-        Run, data and window information (JSON-serialisable).
+        Run, data and window information, and the mixing verdict (``meta["verdict"]``:
+        ``mixed``, ``reasons``, ``flags``, ``text``); JSON-serialisable.
+    series : dict of str -> ndarray
+        Per stored sample after the discard: ``sample_iteration`` (S,) and ``train_error``,
+        ``test_energy``, ``test_error`` (S, K); empty without data or samples. ``thermonet
+        compare`` computes R-hat across runs from them.
     """
 
     run_dir: Path
@@ -86,6 +96,7 @@ class Analysis:
     best: dict[str, float]
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    series: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_csv(self, path: str | Path, pairs_path: str | Path | None = None) -> Path:
         """Write the per-temperature table as CSV (atomically); also the pairs if asked.
@@ -107,7 +118,8 @@ class Analysis:
     def to_hdf5(self, path: str | Path) -> Path:
         """Write everything to one HDF5 file (atomically).
 
-        Layout: ``table/<column>`` (K,), ``pairs/<column>`` (K-1,), ``temperatures``; root
+        Layout: ``table/<column>`` (K,), ``pairs/<column>`` (K-1,), ``temperatures``,
+        ``series/<name>`` (per stored sample; absent when empty); root
         attributes ``format = "thermonet.analysis"``, ``references``, ``best``, ``meta``
         (JSON strings, non-finite numbers as "nan"/"inf") and ``warnings`` (JSON list).
         Read it back with :func:`read_analysis`.
@@ -130,6 +142,10 @@ class Analysis:
             for name, arr in self.pairs.items():
                 p.create_dataset(name, data=arr)
             p.attrs["columns"] = json.dumps(list(self.pairs))
+            if self.series:
+                g = fh.create_group("series")
+                for name, arr in self.series.items():
+                    g.create_dataset(name, data=arr)
 
         write_h5(path, write)
         return path
@@ -141,11 +157,13 @@ def _floats_from_json(d: dict[str, Any]) -> dict[str, float]:
 
 def read_analysis(path: str | Path) -> Analysis:
     """Read an :class:`Analysis` written by :meth:`Analysis.to_hdf5`."""
-    with open_h5(path, ANALYSIS_FORMAT, (ANALYSIS_VERSION,), what="thermonet analysis file",
+    with open_h5(path, ANALYSIS_FORMAT, READABLE_ANALYSIS_VERSIONS,
+                 what="thermonet analysis file",
                  missing_what="analysis file", missing_error=CheckpointError,
                  missing_hint="make one with `thermonet analyse RUN_DIR`") as fh:
         table = {n: fh["table"][n][()] for n in json.loads(fh["table"].attrs["columns"])}
         pairs = {n: fh["pairs"][n][()] for n in json.loads(fh["pairs"].attrs["columns"])}
+        series = {n: d[()] for n, d in fh["series"].items()} if "series" in fh else {}
         return Analysis(
             run_dir=Path(str(fh.attrs["run_dir"])),
             temperatures=fh["temperatures"][()],
@@ -153,4 +171,4 @@ def read_analysis(path: str | Path) -> Analysis:
             references=_floats_from_json(json.loads(fh.attrs["references"])),
             best=_floats_from_json(json.loads(fh.attrs["best"])),
             warnings=list(json.loads(fh.attrs["warnings"])),
-            meta=json.loads(fh.attrs["meta"]))
+            meta=json.loads(fh.attrs["meta"]), series=series)

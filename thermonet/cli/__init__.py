@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "resume": "thermonet.cli.run:resume",
     "info": "thermonet.cli.run:info",
     "analyse": "thermonet.cli.analyse:analyse",
+    "compare": "thermonet.cli.compare:compare",
+    "export": "thermonet.cli.export:export",
     "minimise": "thermonet.cli.minimise:minimise",
     "baseline": "thermonet.cli.minimise:baseline",
     "evidence": "thermonet.cli.evidence:evidence",

@@ -56,10 +56,12 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     Per temperature: acceptance, dt, mean training and test energy (total and per point) with
     autocorrelation-aware error bars, training and test errors, the Bayesian predictive test
     energy and error, Var(E)/T^2, the autocorrelation time and the number of stored samples.
-    Per adjacent pair: swap acceptance. Also the uninformed-classifier and baseline reference
-    lines, the temperature of minimum test error and the paper's stopping rule. Warnings (a
-    ladder that does not mix, too few samples) go to stderr. The run's own files are only
-    read.
+    Per adjacent pair: swap acceptance and rejection, and their sum, the communication
+    barrier. Mixing: restarts and round trips of replicas, acceptance with its error bar,
+    split-R-hat and bulk/tail ESS of the training energy, and a one-line verdict (mixed or not,
+    with the reasons; docs/analysis.md). Also the uninformed-classifier and baseline reference
+    lines, the temperature of minimum test error and the paper's stopping rule. Warnings (too
+    few samples, short series) go to stderr. The run's own files are only read.
 
     \b
     Example:
@@ -67,6 +69,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
         thermonet analyse runs/fig3_M3_D500 --baseline baseline_D500.json --workers 2
     """
     from thermonet.analysis import analyse as run_analyse
+    from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
     from thermonet.errors import ConfigError
 
     run = Path(run_dir)
@@ -119,6 +122,25 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
         per = m["round_trips_per_replica"]
         click.echo(f"round trips T_min -> T_max -> T_min: {m['round_trips']} "
                    f"(per replica: {', '.join(str(v) for v in per)})")
+        click.echo(f"restarts T_max -> T_min: {m['restarts']} (per replica: "
+                   f"{', '.join(str(v) for v in m['restarts_per_replica'])})")
+        click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
+                   f"{_pm(m['barrier'], m['barrier_err'], 0)}")
+    click.echo("mixing per temperature (training energy; R-hat of this run's two halves):")
+    click.echo(f"{'T':>9} {'accept':>12} {'R-hat':>6} {'ESS bulk':>9} {'ESS tail':>9}")
+    for k in range(len(a.temperatures)):
+        acc, acc_err = t["acceptance"][k], t["acceptance_err"][k]
+        mark = ""
+        if math.isfinite(acc) and not math.isfinite(acc_err):
+            mark = "  <- accepted none" if acc == 0 else "  <- accepted all"
+        elif acc < ACCEPT_FROZEN:
+            mark = "  <- frozen"
+        elif acc > ACCEPT_TIMID:
+            mark = "  <- too timid"
+        click.echo(f"{t['temperature'][k]:>9.4g} {_pm(acc, acc_err, 12, '.3f')} "
+                   f"{_num(t['rhat_train_energy'][k], 6, '.3f')} "
+                   f"{_num(t['ess_bulk_train_energy'][k], 9, '.0f')} "
+                   f"{_num(t['ess_tail_train_energy'][k], 9, '.0f')}{mark}")
     r, b = a.references, a.best
     click.echo(f"uninformed classifier: E/N = ln {m['n_classes']} = "
                f"{r['uninformed_per_point']:.4f}, error {100 * r['uninformed_error']:.0f}%")
@@ -141,6 +163,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"error {100 * b['stopping_test_error']:.2f}%"
                    + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
                       else " (no rise down to T_min)"))
+    click.echo(f"verdict    {m['verdict']['text']}")
     click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
     for w in a.warnings:
         click.echo(f"warning: {w}", err=True)

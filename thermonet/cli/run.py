@@ -96,7 +96,8 @@ def _fmt(v: float) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def info(run_dir: str, as_json: bool) -> None:
     """Iterations done, per-temperature acceptance, dt and mean energy (after discarding the
-    first run.discard fraction), per-pair swap acceptance, round trips, elapsed time."""
+    first run.discard fraction), per-pair swap acceptance, round trips and restarts, elapsed
+    time, and the mixing verdict (docs/analysis.md)."""
     from thermonet.analysis import summarise
 
     s = summarise(run_dir)
@@ -108,9 +109,10 @@ def info(run_dir: str, as_json: bool) -> None:
     click.echo(f"iterations {s['iterations']} of {s['n_iterations']}  "
                f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
     click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
-               f"round trips {s['round_trips']}")
+               f"round trips {s['round_trips']};  restarts {s['restarts']}")
     click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10}")
     for k, t in enumerate(s["temperatures"]):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
         click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
                    f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10}")
+    click.echo(f"verdict    {s['verdict']}")

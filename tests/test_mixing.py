@@ -1,0 +1,329 @@
+"""Mixing diagnostics: R-hat and ESS against ArviZ and against theory, restarts and round trips
+on hand-built replica paths, the swap barrier on a synthetic trace with known rejection rates,
+the verdict, `thermonet compare` on real tiny runs and `thermonet export` through ArviZ."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from thermonet import checkpoint as ckpt
+from thermonet.analysis import analyse, read_analysis, round_trips_per_replica
+from thermonet.analysis.mixing import (
+    ESS_MIN,
+    assess,
+    ess_bulk,
+    ess_tail,
+    replica_passages,
+    rung_acceptance,
+    split_rhat,
+    swap_barrier,
+    verdict,
+)
+from thermonet.cli import main
+from thermonet.errors import ConfigError
+from thermonet.io.trace import read_trace
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)
+    import arviz as az
+
+
+def ar1(rng: np.random.Generator, chains: int, n: int, phi: float) -> np.ndarray:
+    """Stationary unit-variance AR(1) chains, shape (chains, n)."""
+    x = np.empty((chains, n))
+    x[:, 0] = rng.normal(size=chains)
+    eps = rng.normal(size=(chains, n)) * math.sqrt(1 - phi * phi)
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + eps[:, t]
+    return x
+
+
+def cases() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {"iid": rng.normal(size=(4, 1000)),
+            "ar0.5": ar1(rng, 4, 2000, 0.5),
+            "ar0.9": ar1(rng, 4, 2000, 0.9),
+            "shifted": rng.normal(size=(4, 500)) + 0.5 * np.arange(4)[:, None],
+            "odd_length": rng.normal(size=(3, 1001)),
+            "ties": rng.integers(0, 5, size=(4, 300)).astype(float),
+            "heavy_tail": rng.standard_cauchy(size=(2, 800))}
+
+
+# --- against ArviZ: the same estimator, so agreement to rounding -----------------------------
+
+@pytest.mark.parametrize("name", list(cases()))
+def test_rhat_and_ess_match_arviz(name):
+    x = cases()[name]
+    assert split_rhat(x) == pytest.approx(float(az.rhat(x, method="rank")), rel=1e-12)
+    assert ess_bulk(x) == pytest.approx(float(az.ess(x, method="bulk")), rel=1e-10)
+    assert ess_tail(x) == pytest.approx(float(az.ess(x, method="tail")), rel=1e-10)
+
+
+# --- against theory ----------------------------------------------------------------------------
+# Over 100 seeds of 4 chains x 2000 draws, ess_bulk / (n (1 - phi) / (1 + phi)) had mean 0.99,
+# 1.00, 1.01 and sd 0.031, 0.061, 0.14 for phi = 0, 0.5, 0.9; split-R-hat had sd 0.00025,
+# 0.0008, 0.005 around 1. Tolerances are 4 sd.
+
+@pytest.mark.parametrize("phi,sd_ess,sd_rhat", [(0.0, 0.031, 0.00025), (0.5, 0.061, 0.0008),
+                                                (0.9, 0.14, 0.005)])
+@pytest.mark.parametrize("seed", [11, 12])
+def test_ess_of_ar1_is_n_times_1_minus_rho_over_1_plus_rho(phi, sd_ess, sd_rhat, seed):
+    x = ar1(np.random.default_rng(seed), 4, 2000, phi)
+    expected = x.size * (1 - phi) / (1 + phi)
+    assert ess_bulk(x) / expected == pytest.approx(1.0, abs=4 * sd_ess)
+    assert abs(split_rhat(x) - 1.0) < 4 * sd_rhat + 0.002
+
+
+def test_rhat_sees_shifted_chains_and_a_drifting_single_chain():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 1000)) + np.array([0, 0, 0, 1.0])[:, None]
+    assert split_rhat(x) > 1.05          # sqrt(1 + var of split means) = 1.10 on raw values
+    drift = rng.normal(size=(1, 1000)) + np.linspace(0, 3, 1000)   # one chain, two halves
+    assert split_rhat(drift) > 1.3        # halves 1.5 apart, within-half sd 1.09: 1.39
+    assert math.isnan(split_rhat(np.ones((2, 100))))               # constant: undefined
+    assert math.isnan(split_rhat(np.zeros((2, 3))))                # too short
+
+
+# --- restarts and round trips ------------------------------------------------------------------
+
+def replicas(positions: list[list[int]]) -> np.ndarray:
+    """replica_k rows from rows of pos[replica] = slot."""
+    return np.argsort(np.array(positions), axis=1)
+
+
+def test_restarts_and_round_trips_on_a_hand_built_path():
+    pos = [[0, 1, 2],     # replica 0 cold, replica 2 hot
+           [1, 0, 2],     # replica 1 cold
+           [2, 0, 1],     # replica 0 hot
+           [1, 2, 0],     # replica 2 cold after hot: restart (no trip: never cold before)
+           [0, 2, 1],     # replica 0 cold: restart and trip
+           [0, 2, 1],     # staying there counts once
+           [1, 0, 2],     # replica 1 cold after hot: restart and trip
+           [1, 2, 0]]     # replica 2 cold again after hot: restart and trip
+    p = replica_passages(replicas(pos))
+    assert p.restarts.tolist() == [1, 1, 2]
+    assert p.round_trips.tolist() == [1, 1, 1]
+    assert round_trips_per_replica(replicas(pos)).tolist() == [1, 1, 1]
+    assert replica_passages(replicas(pos[:4])).restarts.tolist() == [0, 0, 1]
+    assert replica_passages(np.zeros((5, 1), int)).restarts.tolist() == [0]
+    assert replica_passages(np.zeros((0, 3), int)).round_trips.tolist() == [0, 0, 0]
+
+
+# --- swap barrier and rung acceptance ----------------------------------------------------------
+
+def test_swap_barrier_on_known_rejection_rates():
+    rng = np.random.default_rng(5)
+    n, r = 20_000, np.array([0.2, 0.5, 0.9])
+    attempted = (rng.random((n, 3)) < 0.5).astype(int)
+    accepted = attempted * (rng.random((n, 3)) >= r)
+    s = swap_barrier(attempted, accepted)
+    binomial = np.sqrt(r * (1 - r) / attempted.sum(axis=0))
+    assert np.all(np.abs(s.rejection - r) < 4 * binomial)
+    assert s.rejection_err == pytest.approx(binomial, rel=0.1)      # independent swaps
+    assert s.barrier == pytest.approx(s.rejection.sum(), rel=1e-15)
+    assert abs(s.barrier - r.sum()) < 4 * s.barrier_err
+    assert s.barrier_err == pytest.approx(np.sqrt(np.sum(binomial ** 2)), rel=0.1)
+    cut = swap_barrier(attempted, accepted * np.array([1, 0, 1]))
+    assert cut.rejection[1] == 1.0 and math.isnan(cut.rejection_err[1])
+
+
+def test_rung_acceptance_error_and_flags():
+    rng = np.random.default_rng(2)
+    n, p = 5000, np.array([0.0, 0.02, 0.5, 0.99])
+    acc = rng.binomial(4, p, size=(n, 4))
+    ra = rung_acceptance(acc, 4)
+    assert ra.acceptance[0] == 0.0 and math.isnan(ra.error[0])     # never a silent +-0
+    se = np.sqrt(p * (1 - p) / (4 * n))
+    assert np.all(np.abs(ra.acceptance[1:] - p[1:]) < 4 * se[1:])
+    assert ra.error[1:] == pytest.approx(se[1:], rel=0.1)
+    assert ra.frozen.tolist() == [True, True, False, False]
+    assert ra.timid.tolist() == [False, False, False, True]
+    assert ra.n_trajectories == 4 * n
+
+
+# --- the verdict -------------------------------------------------------------------------------
+
+def test_verdict_strings():
+    n = 100
+    acc = rung_acceptance(np.tile([0, 0, 1, 1], (n, 1)) * np.array([1, 1, 1, 0])[None]
+                          + np.array([0, 0, 0, 1]) * (np.arange(n) % 2)[:, None], 2)
+    v = verdict([0.01, 0.1, 1.0, 10.0], restarts=0, round_trips=0, acceptance=acc,
+                rhat=[1.31, 1.0, 1.0, 1.0])
+    assert not v.mixed
+    assert v.reasons == ["0 restarts", "rungs 0-1 accept 0.00", "R-hat 1.31 at T = 0.01"]
+    assert str(v).startswith("not mixed: 0 restarts; rungs 0-1 accept 0.00; R-hat 1.31 at "
+                             "T = 0.01; flagged: rungs 0, 1 accepted 0 of 200 trajectories")
+    ok = verdict([0.01, 0.1, 1.0], restarts=14, round_trips=9, elapsed_s=14 / 6.2 * 3600,
+                 rhat=[1.01, 1.0, 1.0], ess_bulk=[500, 400, 300])
+    assert ok.mixed and str(ok) == "mixed: 14 restarts (6.2/h), 9 round trips, max R-hat 1.01"
+    low = verdict([1.0, 2.0], restarts=3, round_trips=1, ess_bulk=[50.0, 300.0])
+    assert low.mixed and low.flags == [f"bulk ESS 50 at T = 1 (< {ESS_MIN:g})"]
+    trips = verdict([1.0, 2.0], restarts=3, round_trips=0)
+    assert not trips.mixed and trips.reasons == ["0 round trips (3 restarts)"]
+    single = verdict([1.0, 2.0], restarts=5, round_trips=5, rhat=[1.2, 1.0],
+                     rhat_decides=False)
+    assert single.mixed and single.flags == ["split R-hat 1.20 at T = 1 (this run's halves)"]
+
+
+def write_run(d, n: int, accepted: np.ndarray, replica: np.ndarray, temps: list[float]) -> None:
+    k = len(temps)
+    rng = np.random.default_rng(0)
+    rows = {"iteration": list(range(1, n + 1)), "energy_k": list(rng.normal(size=(n, k))),
+            "n_accepted_k": list(accepted), "n_divergent_k": [np.zeros(k, int)] * n,
+            "step_size_k": [np.full(k, 0.1)] * n,
+            "swap_attempted_k": [np.ones(k - 1, int)] * n,
+            "swap_accepted_k": [np.ones(k - 1, int)] * n, "replica_k": list(replica)}
+    ckpt.write_segment(d, "u", rows, [])
+    toml = (f"[run]\nn_iterations = {n}\ndiscard = 0.0\n[data]\nname = \"none\"\n"
+            "[architecture]\nname = \"gaussian\"\n[ladder]\nn_trajectories = 1\n")
+    ckpt.write_checkpoint(d, ckpt.Checkpoint(
+        iteration=n, run_uuid="u", config_toml=toml, config_sources={}, plugins={},
+        rng_states=[], slots={"step_size": np.full(k, 0.1)}, replica_k=replica[-1],
+        temperatures=np.array(temps), counters={"elapsed_s": 3600.0}))
+
+
+def test_a_rung_that_never_accepts_is_loud_in_analyse_and_info(tmp_path):
+    n = 40
+    # replicas swap every iteration: 0 and 1 alternate ends, so restarts happen
+    replica = np.array([[0, 1], [1, 0]] * (n // 2))
+    accepted = np.tile([0, 1], (n, 1))
+    write_run(tmp_path, n, accepted, replica, [1.0, 2.0])
+    a = analyse(tmp_path)
+    assert a.table["acceptance"].tolist() == [0.0, 1.0]
+    assert np.isnan(a.table["acceptance_err"]).all()
+    assert not a.meta["mixed"]
+    assert a.meta["verdict"]["reasons"] == ["rung 0 accepts 0.00"]
+    assert any("rung 0 accepted 0 of 40 trajectories" in f for f in a.meta["verdict"]["flags"])
+    assert a.meta["restarts"] == 39 and a.meta["restarts_per_replica"] == [19, 20]
+    res = CliRunner().invoke(main, ["analyse", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "<- accepted none" in res.output
+    assert "verdict    not mixed: rung 0 accepts 0.00" in res.output
+    res = CliRunner().invoke(main, ["info", str(tmp_path)])
+    assert "verdict    not mixed: rung 0 accepts 0.00" in res.output
+    s = json.loads(CliRunner().invoke(main, ["info", str(tmp_path), "--json"]).stdout)
+    assert s["mixed"] is False and s["restarts"] == 39
+    b = read_analysis(tmp_path / "analysis.h5")
+    assert b.meta["verdict"] == a.meta["verdict"]
+
+
+# --- compare and export on real tiny runs ------------------------------------------------------
+
+GAUSS = ('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
+         '[init]\nminimise = false\nburn_in = [1]\n[sampler]\nname = "hmc"\nn_leapfrog = 3\n'
+         '[ladder]\nn_temperatures = 3\nt_min = 0.5\nt_max = 4.0\n[run]\nn_iterations = 120\n')
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("compare")
+    cfg = d / "g.toml"
+    cfg.write_text(GAUSS)
+    out = {}
+    for name, extra in (("a", ["--seed", "1"]), ("b", ["--seed", "2"]),
+                        ("ladder", ["--set", "ladder.n_temperatures=4"]),
+                        ("leapfrog", ["--set", "sampler.n_leapfrog=4"])):
+        res = CliRunner().invoke(main, ["-q", "run", str(cfg), "--out", str(d / name), *extra])
+        assert res.exit_code == 0, res.output
+        out[name] = d / name
+    return out
+
+
+def test_compare_two_runs(tiny_runs):
+    a, b = tiny_runs["a"], tiny_runs["b"]
+    res = CliRunner().invoke(main, ["compare", str(a), str(b), "--json"])
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.stdout)
+    chains = []
+    for d in (a, b):
+        e = read_trace(d)["energy_k"]
+        chains.append(e[math.floor(0.2 * len(e)):])
+    x = np.stack(chains)
+    assert c["n_draws"] == x.shape[1] == 96
+    for k in range(3):
+        assert c["train_energy"]["rhat"][k] == pytest.approx(split_rhat(x[:, :, k]), rel=1e-14)
+        assert c["train_energy"]["ess_bulk"][k] == pytest.approx(
+            float(az.ess(x[:, :, k], method="bulk")), rel=1e-10)
+    assert "test_energy" not in c                          # no analysis.h5 yet
+    res = CliRunner().invoke(main, ["compare", str(a), str(b)])
+    assert res.exit_code == 0 and res.output.strip().splitlines()[-1].startswith("verdict    ")
+
+
+def test_compare_uses_test_series_of_analysis_files(tiny_runs, tmp_path):
+    rng = np.random.default_rng(9)
+    series = {}
+    for i, key in enumerate(("a", "b")):
+        an = analyse(tiny_runs[key], test=False)
+        an.series = {"test_energy": rng.normal(size=(12, 3)) + 2.0 * i,
+                     "test_error": rng.random((12, 3))}
+        series[key] = an.series
+        an.to_hdf5(tiny_runs[key] / "analysis.h5")
+    try:
+        c = json.loads(CliRunner().invoke(
+            main, ["compare", str(tiny_runs["a"]), str(tiny_runs["b"]), "--json"]).stdout)
+    finally:
+        for key in ("a", "b"):
+            (tiny_runs[key] / "analysis.h5").unlink()
+    x = np.stack([series["a"]["test_energy"], series["b"]["test_energy"]])
+    assert c["test_energy"]["n_draws"] == 12
+    assert c["test_energy"]["rhat"][1] == pytest.approx(split_rhat(x[:, :, 1]), rel=1e-14)
+    assert min(c["test_energy"]["rhat"]) > 1.05                # shifted by 2 sd: seen
+    assert any(f.startswith("test_energy R-hat") for f in c["verdict"]["flags"])
+
+
+def test_compare_refuses_other_ladders_and_configs(tiny_runs):
+    a = str(tiny_runs["a"])
+    res = CliRunner().invoke(main, ["compare", a, str(tiny_runs["ladder"])])
+    assert res.exit_code == 1
+    assert len(res.output.strip().splitlines()) == 1
+    assert "another ladder" in res.output and "4 temperatures" in res.output
+    res = CliRunner().invoke(main, ["compare", a, str(tiny_runs["leapfrog"])])
+    assert res.exit_code == 1 and "sampler.n_leapfrog = 3 vs 4" in res.output
+    res = CliRunner().invoke(main, ["compare", a])
+    assert res.exit_code == 1 and "at least two" in res.output
+
+
+def test_export_round_trips_through_arviz(tiny_runs, tmp_path):
+    out = tmp_path / "a.nc"
+    res = CliRunner().invoke(main, ["export", str(tiny_runs["a"]), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    idata = az.from_netcdf(out)
+    tr = read_trace(tiny_runs["a"])
+    energy = idata.posterior["energy"]
+    assert energy.dims == ("chain", "draw", "temperature")
+    assert energy.shape == (1, 120, 3)
+    assert np.array_equal(energy.values[0], tr["energy_k"])
+    assert np.array_equal(idata.posterior["draw"].values, tr["iteration"])
+    assert np.array_equal(idata.sample_stats["replica"].values[0], tr["replica_k"])
+    assert np.array_equal(idata.sample_stats["swap_accepted"].values[0], tr["swap_accepted_k"])
+    assert np.array_equal(idata.sample_stats["acceptance"].values[0], tr["n_accepted_k"] / 1.0)
+    assert idata.posterior["temperature"].values == pytest.approx([0.5, 2 ** 0.5, 4.0])
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_export_without_arviz_is_one_line(tiny_runs, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "arviz", None)
+    res = CliRunner().invoke(main, ["export", str(tiny_runs["a"]), "--out",
+                                    str(tmp_path / "a.nc")])
+    assert res.exit_code == 1 and "pip install" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    with pytest.raises(ConfigError, match="thermonet\\[arviz\\]"):
+        from thermonet.analysis.export import inference_data
+        inference_data(tiny_runs["a"])
+
+
+def test_assess_matches_its_parts(tiny_runs):
+    tr = read_trace(tiny_runs["a"])
+    m = assess(tr, [0.5, 2 ** 0.5, 4.0], n_trajectories=1, start=24)
+    assert m.passages.restarts.tolist() == replica_passages(tr["replica_k"]).restarts.tolist()
+    assert m.diagnostics["rhat"][0] == pytest.approx(split_rhat(tr["energy_k"][24:, 0]))
+    assert m.verdict.mixed == (m.passages.restarts.sum() > 0
+                               and m.passages.round_trips.sum() > 0
+                               and not m.acceptance.frozen.any())

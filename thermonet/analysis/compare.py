@@ -1,0 +1,161 @@
+"""``compare_runs`` (what ``thermonet compare`` runs): R-hat and ESS across independent runs of
+one configuration on one ladder."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from thermonet.analysis.convergence import RHAT_MAX, chain_diagnostics
+from thermonet.analysis.mixing import replica_passages, verdict
+from thermonet.analysis.report import read_analysis
+from thermonet.config.schema import parse_toml
+from thermonet.errors import ConfigError
+from thermonet.io.checkpoint import read_checkpoint
+from thermonet.io.trace import read_trace
+
+#: keys that independent runs of one configuration may differ in (the seed is the point; the
+#: others change the length or the speed of a run, not the chain it samples)
+FREE_KEYS = frozenset({"run.seed", "run.n_iterations", "run.workers", "run.checkpoint_every"})
+
+#: per-sample observables compared when every run has an analysis.h5 holding them
+SAMPLE_OBSERVABLES = ("test_energy", "test_error")
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The first configuration key (dotted) whose value differs, with both values."""
+    fa, fb = _flatten(a), _flatten(b)
+    for key in sorted(set(fa) | set(fb)):
+        if key in FREE_KEYS:
+            continue
+        if fa.get(key, "(unset)") != fb.get(key, "(unset)"):
+            return f"{key} = {fa.get(key, '(unset)')!r} vs {fb.get(key, '(unset)')!r}"
+    return None
+
+
+def _temps(t: np.ndarray) -> str:
+    return ", ".join(f"{v:.4g}" for v in t)
+
+
+def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
+    ck = read_checkpoint(run_dir)
+    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
+    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
+    tr = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
+    cfg = parse_toml(ck.config_toml)
+    frac = float(cfg.get("run", {}).get("discard", 0.2)) if discard is None else discard
+    n = int(tr["iteration"].shape[0]) if "iteration" in tr else 0
+    start = math.floor(frac * n)
+    energy = (np.asarray(tr["energy_k"], dtype=np.float64)[start:] if n
+              else np.zeros((0, len(ck.temperatures))))
+    passages = replica_passages(tr["replica_k"]) if n else None
+    series: dict[str, np.ndarray] = {}
+    if (run_dir / "analysis.h5").is_file():
+        series = read_analysis(run_dir / "analysis.h5").series
+    return {"dir": run_dir, "config": cfg, "temperatures": np.asarray(ck.temperatures),
+            "energy": energy, "passages": passages, "series": series, "discard": frac}
+
+
+def _stack(chains: list[np.ndarray]) -> np.ndarray:
+    """The last common number of draws of every chain, stacked (n_chains, n_draws, K): the
+    ends of the runs are the draws furthest from their starts."""
+    n = min(c.shape[0] for c in chains)
+    return np.stack([c[c.shape[0] - n:] for c in chains])
+
+
+def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
+                 ) -> dict[str, Any]:
+    """Split-R-hat and bulk/tail ESS per temperature across independent runs.
+
+    Each run is one chain of the mean training energy at every temperature slot (the trace's
+    ``energy_k`` after the run's ``run.discard`` fraction), and, when every run has an
+    ``analysis.h5`` with per-sample test energies and errors (``thermonet analyse``), of those
+    too. Chains are cut to the shortest run's length (keeping their ends).
+
+    Parameters
+    ----------
+    run_dirs : sequence of path
+        At least two run directories of the same configuration (apart from
+        :data:`FREE_KEYS`) on the same ladder.
+    discard : float, optional
+        Burn-in fraction for every run (default: each run's ``run.discard``).
+
+    Returns
+    -------
+    dict
+        ``runs``, ``temperatures``, ``n_draws``, one entry per observable
+        (``train_energy`` and, if available, ``test_energy``, ``test_error``) holding
+        ``rhat``, ``ess_bulk``, ``ess_tail`` lists and ``n_draws``; ``restarts`` (total),
+        ``verdict`` (``mixed``, ``reasons``, ``flags``, ``text``).
+
+    Raises
+    ------
+    ConfigError
+        Fewer than two runs, a bad ``discard``, or runs of different configurations or
+        ladders (the message names the first difference).
+    """
+    if len(run_dirs) < 2:
+        raise ConfigError(f"compare needs at least two run directories; got {len(run_dirs)}")
+    if discard is not None and not 0 <= discard < 1:
+        raise ConfigError(f"discard = {discard!r}; expected a fraction in [0, 1), e.g. 0.2")
+    runs = [_load(Path(d), discard) for d in run_dirs]
+    ref = runs[0]
+    for r in runs[1:]:
+        ta, tb = ref["temperatures"], r["temperatures"]
+        if ta.shape != tb.shape or not np.array_equal(ta, tb):
+            raise ConfigError(
+                f"{r['dir']} is on another ladder than {ref['dir']}: "
+                f"{tb.size} temperatures ({_temps(tb)}) vs {ta.size} ({_temps(ta)})")
+        diff = _difference(ref["config"], r["config"])
+        if diff is not None:
+            raise ConfigError(f"{r['dir']} has another configuration than {ref['dir']}: "
+                              f"{diff}")
+    temps = ref["temperatures"]
+    out: dict[str, Any] = {"runs": [str(r["dir"]) for r in runs],
+                           "temperatures": [float(t) for t in temps],
+                           "discard": [r["discard"] for r in runs]}
+    observables = {"train_energy": _stack([r["energy"] for r in runs])}
+    if all(all(name in r["series"] for name in SAMPLE_OBSERVABLES) for r in runs):
+        for name in SAMPLE_OBSERVABLES:
+            observables[name] = _stack([np.asarray(r["series"][name], np.float64)
+                                        for r in runs])
+    for name, draws in observables.items():
+        d = chain_diagnostics(draws)
+        out[name] = {"n_draws": int(draws.shape[1]),
+                     **{key: [float(v) for v in arr] for key, arr in d.items()}}
+    out["n_draws"] = out["train_energy"]["n_draws"]
+    passages = [r["passages"] for r in runs]
+    multi = temps.size > 1 and all(p is not None for p in passages)
+    restarts = sum(int(p.restarts.sum()) for p in passages if p is not None)
+    trips = sum(int(p.round_trips.sum()) for p in passages if p is not None)
+    v = verdict(temps, restarts=restarts if multi else None,
+                round_trips=trips if multi else None,
+                rhat=out["train_energy"]["rhat"], ess_bulk=out["train_energy"]["ess_bulk"])
+    flags = list(v.flags)
+    for name in observables:
+        rh = np.asarray(out[name]["rhat"])
+        if name != "train_energy" and np.isfinite(rh).any() and np.nanmax(rh) > RHAT_MAX:
+            i = int(np.nanargmax(rh))
+            flags.append(f"{name} R-hat {rh[i]:.2f} at T = {temps[i]:.4g}")
+    v = type(v)(v.mixed, v.reasons, flags)
+    out["restarts"], out["round_trips"] = restarts, trips
+    out["verdict"] = v.to_dict()
+    return out
+
+
+__all__ = ["FREE_KEYS", "SAMPLE_OBSERVABLES", "compare_runs"]

@@ -1,0 +1,449 @@
+"""Has a run mixed? Diagnostics of replica exchange and the verdict built on them.
+
+* :func:`split_rhat`, :func:`ess_bulk`, :func:`ess_tail` (from :mod:`.convergence`,
+  re-exported): rank-normalised split-R-hat and bulk/tail ESS (Vehtari et al. 2021);
+* :func:`replica_passages`: restarts (as Pigeons.jl counts them) and round trips of replicas;
+* :func:`swap_barrier`: per-pair swap rejection rates and the global communication barrier
+  Lambda = sum_k r_k of Syed, Bouchard-Côté, Deligiannidis & Doucet (JRSS-B 2022);
+* :func:`rung_acceptance`: HMC acceptance per rung with a standard error and flags;
+* :func:`verdict`: the one-line answer, with its reasons;
+* :func:`assess`: all of the above from a run's trace.
+
+These statistics are only meaningful for observables that do not depend on which replica is
+where and are identified by the posterior: the energy at a temperature slot, test energies and
+errors. Never apply them to raw network weights: the posterior is invariant under permutations
+of hidden units and sign flips, so independent chains that have mixed perfectly still sit in
+different, equivalent modes, and R-hat of weights would call them unmixed.
+
+NumPy only (plus :mod:`math` and :mod:`thermonet.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from thermonet.analysis.convergence import (
+    ESS_MIN,
+    RHAT_MAX,
+    chain_diagnostics,
+    ess,
+    ess_bulk,
+    ess_tail,
+    normal_quantile,
+    rank_normalise,
+    split_chains,
+    split_rhat,
+)
+from thermonet.stats import mean_and_error
+
+#: a rung accepting fewer HMC trajectories than this is frozen: it does not move
+ACCEPT_FROZEN = 0.05
+
+#: a rung accepting more than this takes steps so small that it diffuses slowly
+ACCEPT_TIMID = 0.98
+
+
+# --- replicas on the ladder ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Passages:
+    """Passages of each replica between the ends of the ladder.
+
+    Attributes
+    ----------
+    restarts : ndarray of int64, shape (K,)
+        Arrivals of replica r at the cold end (slot 0) after a visit to the hot end (slot
+        K-1): a fresh draw from the hot, well-mixed end reaching the target (Pigeons.jl's
+        "tempered restarts").
+    round_trips : ndarray of int64, shape (K,)
+        Trips cold -> hot -> cold of replica r; a replica's first trip starts at its first
+        visit to the cold end, so ``round_trips <= restarts``.
+    """
+
+    restarts: np.ndarray
+    round_trips: np.ndarray
+
+
+def replica_passages(replica_k: Any) -> Passages:
+    """Restarts and round trips of each replica, from which replica sits at each slot.
+
+    Parameters
+    ----------
+    replica_k : array_like of int, shape (n_iterations, K)
+        The replica at slot k after each iteration (a permutation of 0..K-1 per row); slot 0
+        is the coldest, slot K-1 the hottest.
+
+    Returns
+    -------
+    Passages
+        Zeros for fewer than two slots or no rows.
+    """
+    r = np.asarray(replica_k)
+    n_slots = r.shape[1] if r.ndim == 2 else 0
+    restarts = np.zeros(n_slots, dtype=np.int64)
+    trips = np.zeros(n_slots, dtype=np.int64)
+    if n_slots < 2 or r.shape[0] == 0:
+        return Passages(restarts, trips)
+    pos = np.argsort(r, axis=1)            # pos[t, rep] = slot of replica rep
+    last = np.full(n_slots, -1)            # last end visited: -1 none, 0 cold, 1 hot
+    trip = np.full(n_slots, -1)            # the same, but hot counts only after a cold visit
+    for p in pos:
+        cold, hot = p == 0, p == n_slots - 1
+        restarts += cold & (last == 1)
+        trips += cold & (trip == 1)
+        last = np.where(cold, 0, np.where(hot, 1, last))
+        trip = np.where(cold, 0, np.where(hot & (trip == 0), 1, trip))
+    return Passages(restarts, trips)
+
+
+@dataclass(frozen=True)
+class SwapBarrier:
+    """Swap rejection per adjacent pair and the global communication barrier.
+
+    Attributes
+    ----------
+    rejection, rejection_err : ndarray, shape (K-1,)
+        ``r_k`` = rejected / attempted swaps of pair (k, k+1) and its autocorrelation-aware
+        standard error (NaN without attempts, or when ``r_k`` is exactly 0 or 1, where the
+        sample gives no error bar).
+    attempts : ndarray of int64, shape (K-1,)
+    barrier, barrier_err : float
+        ``Lambda = sum_k r_k`` (Syed et al. 2022) and ``sqrt(sum_k err_k^2)`` (pairs treated
+        as independent). Lambda estimates the communication barrier of the ladder; a
+        non-reversible scheme makes at most ``1 / (2 + 2 Lambda)`` restarts per iteration.
+    """
+
+    rejection: np.ndarray
+    rejection_err: np.ndarray
+    attempts: np.ndarray
+    barrier: float
+    barrier_err: float
+
+
+def swap_barrier(attempted_nk: Any, accepted_nk: Any) -> SwapBarrier:
+    """Per-pair swap rejection rates with error bars and Lambda = sum_k r_k.
+
+    Parameters
+    ----------
+    attempted_nk, accepted_nk : array_like of int, shape (n_iterations, K-1)
+
+    Returns
+    -------
+    SwapBarrier
+    """
+    att = np.atleast_2d(np.asarray(attempted_nk, dtype=np.float64))
+    acc = np.atleast_2d(np.asarray(accepted_nk, dtype=np.float64))
+    n_pairs = att.shape[1]
+    rej = np.full(n_pairs, math.nan)
+    err = np.full(n_pairs, math.nan)
+    for k in range(n_pairs):
+        tot = att[:, k].sum()
+        if tot == 0:
+            continue
+        rej[k] = 1.0 - acc[:, k].sum() / tot
+        if 0.0 < rej[k] < 1.0:
+            # ratio estimator: the residuals rejected_t - r attempted_t have mean zero, and
+            # their (autocorrelated) standard error over mean(attempts) is that of r
+            d = (att[:, k] - acc[:, k]) - rej[k] * att[:, k]
+            _, se = mean_and_error(d)
+            err[k] = se / (tot / att.shape[0])
+    known = np.isfinite(rej)
+    barrier = float(rej[known].sum()) if known.any() else math.nan
+    barrier_err = float(math.sqrt(np.sum(err[known] ** 2))) if np.isfinite(err[known]).all() \
+        and known.any() else math.nan
+    return SwapBarrier(rej, err, att.sum(axis=0).astype(np.int64), barrier, barrier_err)
+
+
+@dataclass(frozen=True)
+class RungAcceptance:
+    """HMC acceptance at each rung.
+
+    Attributes
+    ----------
+    acceptance, error : ndarray, shape (K,)
+        Accepted / attempted trajectories and the autocorrelation-aware standard error of the
+        per-iteration fraction; the error is NaN when the acceptance is exactly 0 or 1 (no
+        spread to measure), never a silent 0.
+    n_trajectories : int
+        Trajectories attempted at each rung (iterations x trajectories per iteration).
+    frozen, timid : ndarray of bool, shape (K,)
+        Acceptance below :data:`ACCEPT_FROZEN` / above :data:`ACCEPT_TIMID`.
+    """
+
+    acceptance: np.ndarray
+    error: np.ndarray
+    n_trajectories: int
+    frozen: np.ndarray
+    timid: np.ndarray
+
+
+def rung_acceptance(n_accepted_nk: Any, n_trajectories: int) -> RungAcceptance:
+    """Acceptance per rung from the trace's ``n_accepted_k``.
+
+    Parameters
+    ----------
+    n_accepted_nk : array_like of int, shape (n_iterations, K)
+        Accepted trajectories at each slot in each iteration.
+    n_trajectories : int
+        Trajectories per slot per iteration (``ladder.n_trajectories``).
+
+    Returns
+    -------
+    RungAcceptance
+    """
+    a = np.atleast_2d(np.asarray(n_accepted_nk, dtype=np.float64)) / n_trajectories
+    k = a.shape[1]
+    acc = np.full(k, math.nan)
+    err = np.full(k, math.nan)
+    for j in range(k):
+        if a.shape[0] == 0:
+            continue
+        acc[j], e = mean_and_error(a[:, j])
+        if 0.0 < acc[j] < 1.0:
+            err[j] = e
+    return RungAcceptance(acc, err, int(a.shape[0] * n_trajectories),
+                          acc < ACCEPT_FROZEN, acc > ACCEPT_TIMID)
+
+
+# --- the verdict --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a run (or a set of runs) has mixed, and why.
+
+    Attributes
+    ----------
+    mixed : bool
+    reasons : list of str
+        When not mixed, every rule that failed; when mixed, the evidence (restarts, R-hat).
+    flags : list of str
+        Warnings that do not decide the verdict (low ESS, timid rungs, a cut ladder, ...).
+    """
+
+    mixed: bool
+    reasons: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        head = "mixed" if self.mixed else "not mixed"
+        text = f"{head}: " + ("; " if not self.mixed else ", ").join(self.reasons or ["-"])
+        if self.flags:
+            text += "; flagged: " + "; ".join(self.flags)
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (``mixed``, ``reasons``, ``flags``, ``text``)."""
+        return {"mixed": self.mixed, "reasons": list(self.reasons), "flags": list(self.flags),
+                "text": str(self)}
+
+
+def _runs_of(mask: np.ndarray) -> list[tuple[int, int]]:
+    """Contiguous runs of True as (first, last) indices."""
+    out: list[tuple[int, int]] = []
+    for i in np.flatnonzero(mask):
+        if out and out[-1][1] == i - 1:
+            out[-1] = (out[-1][0], int(i))
+        else:
+            out.append((int(i), int(i)))
+    return out
+
+
+def _rungs(first: int, last: int, verb: str, value: float) -> str:
+    if first == last:
+        return f"rung {first} {verb}s {value:.2f}"
+    return f"rungs {first}-{last} {verb} {value:.2f}"
+
+
+def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int | None = None,
+            elapsed_s: float | None = None, acceptance: RungAcceptance | None = None,
+            rhat: Any = None, ess_bulk: Any = None, swaps: SwapBarrier | None = None,
+            rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
+            rhat_decides: bool = True) -> Verdict:
+    """Has the run mixed? Every piece of evidence is optional; the rules use what is given.
+
+    Not mixed when: the ladder has more than one rung and no replica made a restart or a
+    round trip; any rung is frozen (acceptance below :data:`ACCEPT_FROZEN`); the largest
+    split-R-hat over temperatures exceeds ``rhat_max`` (when ``rhat_decides``; otherwise
+    that is only flagged). Flagged (still mixed): bulk ESS below ``ess_min``, timid rungs,
+    undefined R-hat, pairs that never swap.
+
+    R-hat and ESS must be of permutation-invariant observables (the energy per temperature
+    slot, test energies): never of raw weights, which are not identifiable.
+
+    Parameters
+    ----------
+    temperatures : array_like, shape (K,)
+    restarts, round_trips : int, optional
+        Totals over replicas (:func:`replica_passages`).
+    elapsed_s : float, optional
+        Wall time of the run, for the restart rate.
+    acceptance : RungAcceptance, optional
+    rhat, ess_bulk : array_like, shape (K,), optional
+        Per temperature.
+    swaps : SwapBarrier, optional
+    rhat_max, ess_min : float
+    rhat_decides : bool
+        True for R-hat across independent runs. False for one run's two halves: with the
+        few effective draws of a short run that R-hat exceeds 1.05 by chance too often to
+        decide on it alone, so it is reported as a flag.
+
+    Returns
+    -------
+    Verdict
+    """
+    temps = np.asarray(temperatures, dtype=np.float64)
+    failed: list[str] = []
+    evidence: list[str] = []
+    flags: list[str] = []
+    if temps.size > 1 and restarts is not None:
+        if restarts == 0:
+            failed.append("0 restarts")
+        elif round_trips is not None and round_trips == 0:
+            failed.append(f"0 round trips ({restarts} restarts)")
+        else:
+            per_h = 3600 * restarts / elapsed_s if elapsed_s else math.nan
+            rate = f" ({per_h:.{1 if per_h < 100 else 0}f}/h)" if elapsed_s else ""
+            evidence.append(f"{restarts} restarts{rate}"
+                            + (f", {round_trips} round trips" if round_trips is not None
+                               else ""))
+    if acceptance is not None:
+        acc = acceptance.acceptance
+        for a, b in _runs_of(acceptance.frozen):
+            failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1]))))
+        zero = np.flatnonzero(acc == 0.0)
+        if zero.size:
+            flags.append(f"rung{'s' if zero.size > 1 else ''} "
+                         f"{', '.join(str(int(i)) for i in zero)} accepted 0 of "
+                         f"{acceptance.n_trajectories} trajectories (error bar undefined; "
+                         f"95% bound < {3 / max(acceptance.n_trajectories, 1):.2g})")
+        for a, b in _runs_of(acceptance.timid):
+            flags.append(_rungs(a, b, "accept", float(np.min(acc[a:b + 1])))
+                         + f" (> {ACCEPT_TIMID:g}: steps too timid)")
+    if rhat is not None:
+        r = np.asarray(rhat, dtype=np.float64)
+        finite = np.isfinite(r)
+        if finite.any():
+            i = int(np.argmax(np.where(finite, r, -np.inf)))
+            label = "R-hat" if rhat_decides else "split R-hat"
+            if r[i] > rhat_max and rhat_decides:
+                failed.append(f"R-hat {r[i]:.2f} at T = {temps[i]:.4g}")
+            elif r[i] > rhat_max:
+                flags.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (this run's halves)")
+            else:
+                evidence.append(f"max {label} {r[i]:.2f}")
+        if not finite.all():
+            bad = ", ".join(f"{t:.4g}" for t in temps[~finite][:4])
+            flags.append(f"R-hat undefined at T = {bad} (constant or too short)")
+    if ess_bulk is not None:
+        e = np.asarray(ess_bulk, dtype=np.float64)
+        if np.isfinite(e).any():
+            i = int(np.nanargmin(e))
+            if e[i] < ess_min:
+                flags.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (< {ess_min:g})")
+    if swaps is not None:
+        cut = np.flatnonzero(swaps.rejection == 1.0)
+        if cut.size:
+            flags.append("no swap accepted across T = " + ", ".join(
+                f"{temps[k]:.4g}-{temps[k + 1]:.4g}" for k in cut[:4])
+                + (", ..." if cut.size > 4 else ""))
+    if failed:
+        return Verdict(False, failed, flags)
+    return Verdict(True, evidence, flags)
+
+
+@dataclass(frozen=True)
+class Mixing:
+    """Everything :func:`assess` finds in one run's trace.
+
+    Attributes
+    ----------
+    passages : Passages
+        Over every recorded iteration (passages are rare; the burn-in is not excluded).
+    swaps : SwapBarrier
+    acceptance : RungAcceptance
+    diagnostics : dict of ndarray, each of shape (K,)
+        ``rhat``, ``ess_bulk``, ``ess_tail`` of the training energy at each slot, this run's
+        chain split into halves (a test of stationarity within the run).
+    verdict : Verdict
+    """
+
+    passages: Passages
+    swaps: SwapBarrier
+    acceptance: RungAcceptance
+    diagnostics: dict[str, np.ndarray]
+    verdict: Verdict
+
+
+def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: int, start: int = 0,
+           elapsed_s: float | None = None) -> Mixing:
+    """The mixing diagnostics and verdict of one run from its trace.
+
+    Parameters
+    ----------
+    trace : mapping
+        :func:`thermonet.io.trace.read_trace` output (rows beyond the checkpoint removed):
+        ``replica_k``, ``energy_k``, ``n_accepted_k``, ``swap_attempted_k``,
+        ``swap_accepted_k``.
+    temperatures : array_like, shape (K,)
+    n_trajectories : int
+        HMC trajectories per slot per iteration.
+    start : int
+        First row used for acceptance, swaps, R-hat and ESS (after the burn-in discard).
+    elapsed_s : float, optional
+        Wall time, for the restart rate.
+
+    Returns
+    -------
+    Mixing
+    """
+    temps = np.asarray(temperatures, dtype=np.float64)
+    k = temps.size
+    rows = np.asarray(trace.get("iteration", np.zeros(0))).shape[0]
+    sl = slice(start, rows)
+    passages = replica_passages(trace["replica_k"]) if rows else \
+        Passages(np.zeros(k, np.int64), np.zeros(k, np.int64))
+    if rows and k > 1:
+        swaps = swap_barrier(trace["swap_attempted_k"][sl], trace["swap_accepted_k"][sl])
+    else:
+        swaps = swap_barrier(np.zeros((0, max(k - 1, 0))), np.zeros((0, max(k - 1, 0))))
+    acc = rung_acceptance(np.asarray(trace["n_accepted_k"])[sl] if rows else np.zeros((0, k)),
+                          n_trajectories)
+    energy = np.asarray(trace["energy_k"], dtype=np.float64)[sl] if rows else np.zeros((0, k))
+    diag = chain_diagnostics(energy[None])
+    multi = k > 1 and rows > 0
+    v = verdict(temps, restarts=int(passages.restarts.sum()) if multi else None,
+                round_trips=int(passages.round_trips.sum()) if multi else None,
+                elapsed_s=elapsed_s, acceptance=acc if rows > start else None,
+                rhat=diag["rhat"], ess_bulk=diag["ess_bulk"], swaps=swaps, rhat_decides=False)
+    return Mixing(passages, swaps, acc, diag, v)
+
+
+__all__ = [
+    "ACCEPT_FROZEN",
+    "ACCEPT_TIMID",
+    "ESS_MIN",
+    "RHAT_MAX",
+    "Mixing",
+    "Passages",
+    "RungAcceptance",
+    "SwapBarrier",
+    "Verdict",
+    "assess",
+    "chain_diagnostics",
+    "ess",
+    "ess_bulk",
+    "ess_tail",
+    "normal_quantile",
+    "rank_normalise",
+    "replica_passages",
+    "rung_acceptance",
+    "split_chains",
+    "split_rhat",
+    "swap_barrier",
+    "verdict",
+]

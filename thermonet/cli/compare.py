@@ -1,0 +1,53 @@
+"""``thermonet compare``: R-hat and ESS across independent runs of one configuration."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+
+def _num(v: float, width: int, fmt: str) -> str:
+    return f"{'nan' if not math.isfinite(v) else format(v, fmt):>{width}}"
+
+
+@click.command(short_help="R-hat and ESS per temperature across independent runs.")
+@click.argument("run_dirs", metavar="DIR1 DIR2 ...", nargs=-1, required=True,
+                type=click.Path(file_okay=False))
+@click.option("--discard", type=float, default=None,
+              help="Burn-in fraction for every run [default: each run's run.discard].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> None:
+    """Compare independent runs of one configuration on one ladder (e.g. different seeds).
+
+    Each run is one chain. Per temperature: the rank-normalised split-R-hat and the bulk and
+    tail effective sample sizes of the training energy at that slot (after each run's
+    discard; chains cut to the shortest), and of the test energy and error when every run
+    has an analysis.h5 from `thermonet analyse`. Then a one-line verdict: not mixed if the
+    largest R-hat of the training energy exceeds 1.05 or no replica restarted; bulk ESS
+    below 100 is flagged (docs/analysis.md). Runs of different configurations (other than
+    run.seed, run.n_iterations, run.workers, run.checkpoint_every) or ladders are refused.
+
+    \b
+    Example:
+        thermonet compare runs/seed0 runs/seed1 runs/seed2
+    """
+    from thermonet.analysis.compare import compare_runs
+
+    c = compare_runs(list(run_dirs), discard=discard)
+    if as_json:
+        click.echo(json.dumps(c, sort_keys=True, allow_nan=True))
+        return
+    obs = [name for name in ("train_energy", "test_energy", "test_error") if name in c]
+    click.echo(f"{len(c['runs'])} runs, {c['n_draws']} draws each of the training energy"
+               + "".join(f"; {c[n]['n_draws']} samples of {n}" for n in obs[1:]))
+    head = f"{'T':>9}" + "".join(f" {n + ' R-hat':>18} {'ESS bulk':>8} {'ESS tail':>8}"
+                                 for n in obs)
+    click.echo(head)
+    for k, t in enumerate(c["temperatures"]):
+        cells = "".join(f" {_num(c[n]['rhat'][k], 18, '.3f')} "
+                        f"{_num(c[n]['ess_bulk'][k], 8, '.0f')} "
+                        f"{_num(c[n]['ess_tail'][k], 8, '.0f')}" for n in obs)
+        click.echo(f"{t:>9.4g}{cells}")
+    click.echo(f"verdict    {c['verdict']['text']}")
