@@ -234,3 +234,14 @@ def test_an_adapted_run_records_its_rounds_and_resumes_bit_for_bit(nrpt_cfg, tmp
     assert ta.keys() == tb.keys()
     for key in ta:
         assert np.array_equal(ta[key], tb[key]), key
+
+
+def test_the_prior_rung_is_not_flagged_for_accepting_every_draw(nrpt_cfg, tmp_path):
+    from click.testing import CliRunner
+
+    from thermonet.cli import main
+
+    Run.create(cfgmod.load(nrpt_cfg), tmp_path / "r").run()
+    detach_log()
+    out = CliRunner().invoke(main, ["info", str(tmp_path / "r")]).output
+    assert "verdict" in out and "rung 5 accepts" not in out     # slot 5 is T = inf

@@ -313,6 +313,12 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
                                else ""))
     if acceptance is not None:
         acc = acceptance.acceptance
+        # a prior rung (T = inf) draws exactly: it accepts everything by construction
+        sampled = np.isfinite(np.asarray(temperatures, dtype=np.float64))
+        if sampled.shape == acc.shape:
+            acceptance = RungAcceptance(acc, acceptance.error, acceptance.n_trajectories,
+                                        acceptance.frozen & sampled,
+                                        acceptance.timid & sampled)
         for a, b in _runs_of(acceptance.frozen):
             failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1]))))
         zero = np.flatnonzero(acc == 0.0)
