@@ -245,3 +245,21 @@ def test_the_prior_rung_is_not_flagged_for_accepting_every_draw(nrpt_cfg, tmp_pa
     detach_log()
     out = CliRunner().invoke(main, ["info", str(tmp_path / "r")]).output
     assert "verdict" in out and "rung 5 accepts" not in out     # slot 5 is T = inf
+
+
+def test_the_barrier_plot_draws_the_measured_rejection(nrpt_cfg, tmp_path):
+    from thermonet.io.trace import read_trace
+    from thermonet.plotting import plot
+
+    run = Run.create(cfgmod.load(nrpt_cfg), tmp_path / "r").run()
+    detach_log()
+    fig = plot("barrier", tmp_path / "r", tmp_path / "b.png")
+    assert (tmp_path / "b.png").stat().st_size > 0
+    tr = read_trace(tmp_path / "r")
+    start = int(0.2 * tr["iteration"].shape[0])               # run.discard default
+    att = tr["swap_attempted_k"][start:].sum(axis=0)
+    acc = tr["swap_accepted_k"][start:].sum(axis=0)
+    lam = np.sum(1.0 - acc / att)
+    cumulative = fig.axes[1].lines[0].get_ydata()
+    assert cumulative[0] == pytest.approx(lam, rel=1e-12) and cumulative[-1] == 0.0
+    assert run.components.engine.ladder.beta_k[-1] == 0.0

@@ -8,10 +8,10 @@ import click
 
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
 #: which a test checks, so that this module need not import the plotting code for --help)
-KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat")
+KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier")
 
 
-@click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat.")
+@click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat, barrier.")
 @click.argument("run_dirs", metavar="DIR [DIR ...]", nargs=-1, required=True,
                 type=click.Path(file_okay=False))
 @click.option("--kind", required=True, type=click.Choice(KIND_CHOICES),
@@ -64,6 +64,8 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
                 per DIR (blog Fig. 3)
       ladder    swap acceptance, replica paths, dt and acceptance per T (2x2)
       heat      heat capacity Var(E)/T^2 versus T
+      barrier   local communication barrier lambda(beta) from each pair's swap
+                rejection, and the cumulative barrier Lambda (Syed et al. 2022)
 
     \b
     Examples:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thermonet.errors import PlotError
+from thermonet.plotting.barrier import plot_barrier
 from thermonet.plotting.energies import plot_energies, plot_size
 from thermonet.plotting.figure import PathLike, check_out, new_figure, save
 from thermonet.plotting.ladder import plot_heat, plot_ladder
@@ -22,6 +23,7 @@ KINDS: dict[str, tuple[Callable[..., Figure], bool]] = {
     "size": (plot_size, True),
     "ladder": (plot_ladder, False),
     "heat": (plot_heat, True),
+    "barrier": (plot_barrier, False),
 }
 
 
