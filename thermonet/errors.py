@@ -51,6 +51,11 @@ class CheckpointFormatError(CheckpointError):
     """A file is not a thermonet checkpoint or has an unsupported format version."""
 
 
+class IntegrityError(CheckpointError):
+    """A checkpoint or trace file fails its integrity check: a checksum does not match, a trace
+    segment is missing, truncated or belongs to another run."""
+
+
 class ConvergenceError(ThermonetError):
     """An iterative procedure did not converge."""
 

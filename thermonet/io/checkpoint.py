@@ -13,11 +13,17 @@ Crash safety: the iterations since the previous checkpoint are first written as 
 segment up to it intact. The checkpoint's ``iteration`` is the commit point: on resume, segments
 beyond it and temporary files are removed, and the run regenerates those iterations identically
 from the saved random-generator states. See docs/formats.md for every dataset.
+
+Integrity: the checkpoint carries checksums of every dataset and root attribute
+(:mod:`thermonet.io.digest`, format version 2), and :func:`read_checkpoint` checks them and the
+trace the checkpoint commits (:func:`thermonet.io.trace.verify`) before it returns anything, so
+resume, info, analyse and plot all refuse damaged or incomplete runs with one line.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,14 +32,19 @@ import numpy as np
 
 from thermonet import __version__
 from thermonet.errors import CheckpointError, CheckpointFormatError
+from thermonet.io import digest, trace
 from thermonet.io.atomic import write_h5
 from thermonet.io.h5 import open_h5, write_header
 from thermonet.io.jsonable import utc_now
 
+log = logging.getLogger("thermonet.io")
+
 CHECKPOINT_FORMAT = "thermonet.checkpoint"
-#: the layout version written; :data:`READABLE_VERSIONS` are read
-FORMAT_VERSION = 1
-READABLE_VERSIONS = (1,)
+#: the layout version written (2: with checksums); :data:`READABLE_VERSIONS` are read
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+#: the first format version that carries checksums
+SIGNED_FROM = 2
 CHECKPOINT = "checkpoint.h5"
 CONFIG = "config.toml"
 LOG = "thermonet.log"
@@ -107,31 +118,61 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
         ladder = fh.create_group("ladder")
         ladder.create_dataset("temperature_k", data=ck.temperatures).attrs["axes"] = "slot"
         ladder.create_dataset("replica_k", data=ck.replica_k).attrs["axes"] = "slot"
+        digest.sign(fh)
 
     write_h5(path, fill)
     return path
 
 
-def read_checkpoint(path: str | Path) -> Checkpoint:
-    """Read a checkpoint with one-line errors for missing, corrupt or foreign files."""
+def recovery(run_dir: Path) -> str:
+    """What a user can do about a damaged checkpoint: thermonet keeps only the latest one, but
+    the same configuration and seed repeat the run exactly."""
+    return (f"restore {Path(run_dir) / CHECKPOINT} from a backup, or run the configuration "
+            f"again with `thermonet run {Path(run_dir) / CONFIG} --out NEW_DIR` (the same "
+            "seed repeats it exactly)")
+
+
+def read_checkpoint(path: str | Path, *, check_trace: bool = True) -> Checkpoint:
+    """Read a checkpoint, after checking it and the trace it commits.
+
+    Parameters
+    ----------
+    path : path
+        A run directory or its ``checkpoint.h5``.
+    check_trace : bool
+        Also check that the trace beside a ``checkpoint.h5`` holds iterations 1..iteration of
+        this run, intact (:func:`thermonet.io.trace.verify`).
+
+    Raises
+    ------
+    CheckpointError
+        One line, for a missing, corrupt or foreign file; its subclass
+        :class:`~thermonet.errors.IntegrityError` for a checksum mismatch or an incomplete
+        trace, with how to recover. Nothing on disk is changed.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / CHECKPOINT
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; is this a thermonet run directory "
                               "(made by `thermonet run`)?")
-    with open_h5(path, CHECKPOINT_FORMAT, READABLE_VERSIONS, what="thermonet checkpoint") as fh:
+    hint = recovery(path.parent)
+    with open_h5(path, CHECKPOINT_FORMAT, READABLE_VERSIONS, what="thermonet checkpoint",
+                 damaged_hint=hint) as fh:
         try:
-            return Checkpoint(
+            version = int(fh.attrs.get("format_version", 1))
+            arrays, signed = digest.verify(fh, path, version=version, signed_from=SIGNED_FROM,
+                                           recovery=hint)
+            ck = Checkpoint(
                 iteration=int(fh.attrs["iteration"]),
                 run_uuid=str(fh.attrs["run_uuid"]),
                 config_toml=str(fh.attrs["config_toml"]),
                 config_sources=json.loads(fh.attrs["config_sources"]),
                 plugins=json.loads(fh.attrs["plugins"]),
                 rng_states=json.loads(fh.attrs["rng"]),
-                slots={k: fh["state"][k][()] for k in fh["state"]},
-                replica_k=fh["ladder/replica_k"][()],
-                temperatures=fh["ladder/temperature_k"][()],
+                slots={k: arrays[f"state/{k}"] for k in fh["state"]},
+                replica_k=arrays["ladder/replica_k"],
+                temperatures=arrays["ladder/temperature_k"],
                 counters=json.loads(fh.attrs["counters"]),
                 thermonet_version=str(fh.attrs["thermonet_version"]),
                 created_utc=str(fh.attrs.get("created_utc", "")),
@@ -139,7 +180,13 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
             )
         except (KeyError, ValueError, OSError) as err:
             raise CheckpointFormatError(f"{path} is incomplete or corrupt ({err}); expected a "
-                                        "thermonet checkpoint") from None
+                                        f"thermonet checkpoint; {hint}") from None
+    if not signed:
+        log.info("%s was written before thermonet stored checksums (format version %d); it is "
+                 "read without an integrity check", path, version)
+    if check_trace and path.name == CHECKPOINT:
+        trace.verify(path.parent, ck.iteration, ck.run_uuid)
+    return ck
 
 
 __all__ = [
@@ -149,7 +196,9 @@ __all__ = [
     "FORMAT_VERSION",
     "LOG",
     "READABLE_VERSIONS",
+    "SIGNED_FROM",
     "Checkpoint",
     "read_checkpoint",
+    "recovery",
     "write_checkpoint",
 ]

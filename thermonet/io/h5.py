@@ -30,7 +30,7 @@ def write_header(fh: Any, fmt: str, version: int, **attrs: Any) -> None:
 def open_h5(path: str | Path, fmt: str, versions: Iterable[int] | None = None, *,
             what: str = "file", error: type[Exception] = CheckpointFormatError,
             missing_hint: str = "", missing_what: str = "",
-            missing_error: type[Exception] | None = None) -> Any:
+            missing_error: type[Exception] | None = None, damaged_hint: str = "") -> Any:
     """Open ``path`` read-only after checking its header; returns the open ``h5py.File``.
 
     Parameters
@@ -48,6 +48,8 @@ def open_h5(path: str | Path, fmt: str, versions: Iterable[int] | None = None, *
         Appended to the message for a missing file (e.g. how to make one).
     missing_what, missing_error : optional
         The name and exception class for a missing file (default: ``what`` and ``error``).
+    damaged_hint : str
+        Appended to the message for a file that is not readable HDF5 (how to recover).
     """
     import h5py
 
@@ -59,7 +61,7 @@ def open_h5(path: str | Path, fmt: str, versions: Iterable[int] | None = None, *
         fh = h5py.File(path, "r")
     except OSError as err:
         raise error(f"{path} is not a readable HDF5 file ({err}); it may be truncated or "
-                    "corrupt") from None
+                    "corrupt" + (f"; {damaged_hint}" if damaged_hint else "")) from None
     found = fh.attrs.get("format")
     if found != fmt:
         fh.close()
