@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from thermonet import config as cfgmod
 from thermonet.api import Potential
 from thermonet.architectures.mlp import M1, MLP
-from thermonet.config import budget
 from thermonet.errors import (
     ConfigError,
     DataError,
@@ -126,6 +125,8 @@ def test_absurd_sizes_refused_before_allocating(raw: dict[str, Any]) -> None:
 
 
 def test_memory_estimate_parts() -> None:
+    from thermonet.config import budget
+
     est = budget.memory_estimate(M1(), "D500", n_slots=4)
     assert est.replicas == 4 * M1().n_params * budget.ARRAYS_PER_REPLICA * 8
     assert est.data > 500 * 256 * 8 and est.total == est.replicas + est.scratch + est.data
