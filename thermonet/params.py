@@ -4,8 +4,9 @@ Accepted formats (chosen by extension, then by content):
 
 * ``.npy``: a 1-D array, or 2-D with ``index`` choosing the row.
 * ``.json`` / ``.txt``: a JSON object with key ``"x"`` holding the flat vector, as the paper's
-  code saved its walkers and ``localmin_*.txt`` files (Baldock & Marzari's released code). A walker
-  line with a leading label (``config {...}``) is accepted too; the first line is used.
+  code saved its walkers and ``localmin_*.txt`` files (Baldock & Marzari's released code), on
+  one line or pretty-printed over many; or a bare JSON list of numbers. A walker file whose
+  lines carry a leading label (``config {...}``) is accepted too; the first line is used.
 * ``.h5`` / ``.hdf5``: a thermonet HDF5 file. The vector is read from the first dataset found
   among ``state/theta``, ``theta``, ``x``; a 2-D dataset (replicas x parameters) needs
   ``index``.
@@ -31,7 +32,9 @@ def _pick_row(arr: np.ndarray, index: int | None, path: Path, n_params: int) -> 
         if index is None:
             raise ParameterFileError(
                 f"{path} holds {arr.shape[0]} parameter vectors (shape {arr.shape}); choose one "
-                f"with --index 0..{arr.shape[0] - 1}")
+                f"with --index 0..{arr.shape[0] - 1} on the command line; for [init] params "
+                "save that one row to its own file first, e.g. python -c \"import numpy as np; "
+                f"np.save('one.npy', np.load('{path}')[0])\"")
         if not -arr.shape[0] <= index < arr.shape[0]:
             raise ParameterFileError(f"--index {index} is out of range for {path}, which holds "
                                      f"{arr.shape[0]} vectors")
@@ -67,6 +70,13 @@ def load_params(path: str | Path, n_params: int, *, index: int | None = None) ->
             f"cannot read {path} ({type(err).__name__}: {err}); expected a .npy array, a JSON "
             "object with key \"x\", or a thermonet HDF5 file") from None
     arr = np.asarray(arr)
+    if np.iscomplexobj(arr):
+        raise ParameterFileError(f"{path} holds complex numbers (dtype {arr.dtype}); expected "
+                                 "real parameters: save the real part (np.real) if that is "
+                                 "what you meant")
+    if arr.dtype.kind not in "fiu":
+        raise ParameterFileError(f"{path} holds values of dtype {arr.dtype}; expected "
+                                 f"{n_params} real numbers")
     if arr.ndim not in (1, 2):
         raise ParameterFileError(f"{path} holds an array of shape {arr.shape}; expected a flat "
                                  f"vector of {n_params} values")
@@ -78,11 +88,23 @@ def load_params(path: str | Path, n_params: int, *, index: int | None = None) ->
 
 
 def _read_json(path: Path) -> Any:
-    with path.open("r", encoding="utf-8") as fh:
-        line = fh.readline().strip()
-    if not line:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ParameterFileError(f"{path} is not UTF-8 text; expected a JSON object with key "
+                                 "\"x\", a .npy array or a thermonet HDF5 file (check the "
+                                 "file and its extension)") from None
+    stripped = text.strip()
+    if not stripped:
         raise ParameterFileError(f"{path} is empty; expected a JSON object with key \"x\"")
-    if not line.startswith("{"):
+    if stripped[0] in "{[":
+        # the whole file: a pretty-printed object, or a bare list
+        try:
+            return _from_json(path, json.loads(stripped))
+        except json.JSONDecodeError:
+            pass   # e.g. several walker objects, one per line: the first line is used
+    line = stripped.splitlines()[0].strip()
+    if not line.startswith(("{", "[")):
         # a walker line "<label> {json}" as written by the paper's code
         _, _, line = line.partition(" ")
         line = line.strip()
@@ -90,16 +112,25 @@ def _read_json(path: Path) -> Any:
         obj = json.loads(line)
     except json.JSONDecodeError as err:
         raise ParameterFileError(f"{path} is not valid JSON ({err.msg} at column {err.colno}); "
-                                 "expected an object with key \"x\"") from None
+                                 "expected an object with key \"x\" or a list of "
+                                 "numbers") from None
+    return _from_json(path, obj)
+
+
+def _from_json(path: Path, obj: Any) -> Any:
     if isinstance(obj, list):
-        return np.asarray(obj, dtype=np.float64)
+        try:
+            return np.asarray(obj, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            raise ParameterFileError(f"{path} holds a JSON list that is not a list of numbers; "
+                                     "expected the flat parameter vector") from None
     if not isinstance(obj, dict) or "x" not in obj:
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         raise ParameterFileError(f"{path} has no key \"x\" (found {keys}); expected the flat "
                                  "parameter vector under \"x\"")
     try:
         return np.asarray(obj["x"], dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterFileError(f"{path}: \"x\" is not a list of numbers") from None
 
 

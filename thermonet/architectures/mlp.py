@@ -10,6 +10,7 @@ arXiv:1904.04154 (2019), Secs. 3.1 and 4.1.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -84,6 +85,15 @@ class MLPPotential(Potential):
                             f"for {arch.name}")
         if y.shape != (x.shape[0],):
             raise DataError(f"labels have shape {y.shape}; expected ({x.shape[0]},)")
+        if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+            raise DataError(f"inputs have dtype {x.dtype}; expected real numbers")
+        bad = ~np.isfinite(x).all(axis=1) if np.issubdtype(x.dtype, np.floating) else None
+        if bad is not None and bad.any():
+            rows = np.flatnonzero(bad)
+            shown = ", ".join(str(r) for r in rows[:5]) + (", ..." if rows.size > 5 else "")
+            raise DataError(f"inputs hold NaN or inf in {rows.size} of {x.shape[0]} rows "
+                            f"(rows {shown}); expected finite numbers: drop or impute those "
+                            "rows before building the potential")
         n_out = int(arch.widths[-1])
         if y.size and (y.min() < 0 or y.max() >= n_out or not np.issubdtype(y.dtype, np.integer)):
             raise DataError(f"labels must be integers in [0, {n_out}); got range "
@@ -370,8 +380,11 @@ class MLP(Architecture):
         self.out_act = OUTPUT_ACTIVATIONS[output_activation]
         if prior_scale is None:
             prior_scale = 2000.0 if self.out_act == k.LOGISTIC else 100.0
-        if not prior_scale > 0:
-            raise ConfigError(f"prior_scale = {prior_scale}; expected a positive number")
+        if (isinstance(prior_scale, bool) or not isinstance(prior_scale, (int, float))
+                or not (math.isfinite(prior_scale) and prior_scale > 0)):
+            raise ConfigError(f"architecture.prior_scale = {prior_scale!r}; expected a finite "
+                              "positive number c (box half-widths c/(2 sqrt(k_i))), e.g. "
+                              "prior_scale = 100, or leave it unset for the architecture's own")
         self.prior_scale = float(prior_scale)
         self._n_params = int(k.n_params(self.widths))
 

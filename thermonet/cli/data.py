@@ -89,6 +89,8 @@ def info(mnist_dir: pathlib.Path | None, data_dir: pathlib.Path | None, verify: 
     click.echo(f"MNIST directory:   {r['mnist_dir']} ({r['mnist_dir_source']})")
     for f in r["mnist_files"]:
         click.echo(f"  {f['status']:<18} {f['path'] or f['file'] + '[.gz]'}")
+        if f.get("detail"):
+            click.echo(f"  {'':<18} {f['detail']}")
     click.echo(f"full MNIST:        {'available' if r['mnist_available'] else 'not available'}")
     emb = r["embedded"]
     if emb["status"] == "ok":

@@ -28,6 +28,8 @@ translated by :func:`translate_legacy` with a DeprecationWarning naming the new 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.config import budget
 from thermonet.config.schema import (
     ResolvedConfig,
     apply_overrides,
@@ -46,6 +49,8 @@ from thermonet.config.schema import (
 )
 from thermonet.errors import ConfigError
 from thermonet.tempering import SCHEMES, Ladder, make_scheme
+
+log = logging.getLogger(__name__)
 
 #: keys of the runner's own sections: name -> (default, allowed types, check, help)
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
@@ -96,17 +101,21 @@ SAMPLER_RUNNER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
              "per-parameter masses: 1, the fan-in k_i, or the architecture's masses() array"),
 }
 _POSITIVE_LIST = (lambda v: all(isinstance(t, (int, float)) and not isinstance(t, bool)
-                                for t in v), "a list of positive numbers")
+                                for t in v), "a list of positive numbers, e.g. [0.5, 1.0, 2.0]")
+_FINITE_T = (lambda v: math.isfinite(v) and v > 0,
+             "a finite positive temperature (prior_rung = true adds a rung at T = inf)")
+#: most random-pairs swap attempts per iteration: more cannot mix the ladder further (the
+#: configurations do not move between attempts) and the draws alone would take seconds
+MAX_SWAPS = 1_000_000
 LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "n_temperatures": (1, (int,), _POS_INT,
                        "K, rungs of the geometric ladder (1: a single chain at t_min)"),
-    "t_min": (1.0, (float, int), (lambda v: v > 0, "a positive temperature"),
-              "lowest temperature T_0"),
-    "t_max": (1.0, (float, int), (lambda v: v > 0, "a positive temperature"),
-              "highest temperature T_{K-1} (t_min <= t_max)"),
+    "t_min": (1.0, (float, int), _FINITE_T, "lowest temperature T_0"),
+    "t_max": (1.0, (float, int), _FINITE_T, "highest temperature T_{K-1} (t_min <= t_max)"),
     "temperatures": ([], (list,), _POSITIVE_LIST,
-                     ("an explicit ascending ladder (replaces n_temperatures, t_min, t_max when "
-                      "not empty)")),
+                     ("an explicit ascending ladder, replacing n_temperatures, t_min, t_max; "
+                      "[] (the default, which every resolved config.toml records) means unset: "
+                      "the geometric ladder")),
     "n_trajectories": (1, (int,), _POS_INT,
                        "N_traj, transitions of the sampler per slot per iteration"),
     "swap_scheme": ("random-pairs", (str,), (lambda v: v in SCHEMES,
@@ -116,7 +125,8 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                      "them, starting at a random parity; deo: non-reversible parallel "
                      "tempering, even pairs at even iterations and odd pairs at odd ones, "
                      "after the transitions (Syed et al. 2022)")),
-    "n_swaps": (None, (int,), _NONNEG_INT,
+    "n_swaps": (None, (int,), (lambda v: 0 <= v <= MAX_SWAPS,
+                               f"an integer in [0, {MAX_SWAPS}]"),
                 "attempts per iteration of random-pairs (unset: K)"),
     "prior_rung": (False, (bool,), None,
                    ("add a rung at T = inf (beta = 0) above the ladder that draws exact, "
@@ -194,6 +204,11 @@ def translate_legacy(raw: Mapping[str, Any], *, warn: bool = True
     renamed: dict[str, str] = {}
     if kind == "rehmc":
         inner = old.pop("inner", None) or {}
+        if not isinstance(inner, dict):
+            raise ConfigError(f"sampler.inner = {inner!r} has the wrong type; expected a table of "
+                              "the per-temperature sampler's settings, e.g. [sampler.inner] "
+                              "n_leapfrog = 100 (better: put them in [sampler] and the "
+                              "temperatures in [ladder], docs/config.md)")
         new_sampler: dict[str, Any] = {"name": old.pop("sampler", "hmc")}
         renamed["sampler.sampler"] = "sampler.name"
         for key in _LEGACY_LADDER_KEYS:
@@ -240,8 +255,12 @@ def _rename_sources(sources: Mapping[str, str], renamed: Mapping[str, str]) -> d
 
 
 def _resolve_ladder(given: Mapping[str, Any], sources: dict[str, str],
-                    given_sources: Mapping[str, str]) -> tuple[dict[str, Any], Ladder, Any]:
+                    given_sources: Mapping[str, str], afford: Any = None
+                    ) -> tuple[dict[str, Any], Ladder, Any]:
     table, _ = resolve_section("ladder", given, LADDER_KEYS, sources, given_sources)
+    if afford is not None:   # before the ladder's arrays exist
+        afford((len(table["temperatures"]) or table["n_temperatures"])
+               + bool(table["prior_rung"]))
     if table["temperatures"]:
         ladder = Ladder.from_temperatures(table["temperatures"])
         derived = {"n_temperatures": ladder.n_temperatures,
@@ -309,6 +328,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         out[section], _ = resolve_section(section, doc.get(section, {}), schema, sources,
                                           given_sources)
     configs: dict[str, Any] = {}
+    arch_cls: Any = None
     for section, role in PLUGIN_SECTIONS.items():
         given = dict(doc.get(section, {}))
         name = given.pop("name", DEFAULT_NAMES[section])
@@ -317,6 +337,8 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         if not isinstance(name, str):
             raise ConfigError(f"{section}.name = {name!r}; expected a plugin name (string)")
         cls = registry.load(role, name)
+        if section == "architecture":
+            arch_cls = cls
         table: dict[str, Any] = {"name": name}
         if section == "sampler":
             own, given = resolve_section("sampler", given, SAMPLER_RUNNER_KEYS, sources,
@@ -332,13 +354,34 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                 f"architecture {name!r} takes no data, but data.name = "
                 f"{out['data']['name']!r} ({sources.get('data.name', 'default')}); add "
                 '[data] name = "none" to the config')
-    out["ladder"], ladder, swap = _resolve_ladder(doc.get("ladder", {}), sources, given_sources)
+    arch = _architecture(arch_cls, out["architecture"])
+
+    def afford(n_slots: int) -> None:
+        budget.check_memory(budget.memory_estimate(arch, out["data"]["name"], n_slots,
+                                                   out["run"]["workers"]))
+
+    out["ladder"], ladder, swap = _resolve_ladder(doc.get("ladder", {}), sources, given_sources,
+                                                  afford if arch is not None else None)
     if (out["prior"]["gaussian_std"] is not None and not out["prior"]["gaussian_tempered"]
             and ladder.n_temperatures > 1):
         raise ConfigError("prior.gaussian_tempered = false (an untempered Gaussian prior) cannot "
                           "be used with replica exchange, whose swaps need one target family "
                           "exp(-U/T); set it to true or use a one-rung [ladder]")
     return RunConfig(out, sources, configs=configs, ladder=ladder, swap=swap)
+
+
+def _architecture(cls: Any, table: Mapping[str, Any]) -> Any:
+    """The architecture of ``[architecture]`` (cheap: no parameters are allocated), or None
+    for a plugin configured through a ``Config`` the constructor does not take."""
+    if cls is None:
+        return None
+    settings = {k: v for k, v in table.items() if k != "name"}
+    try:
+        return cls(**settings)
+    except TypeError:
+        return None
+    except (ValueError, OverflowError) as err:
+        raise ConfigError(f"[architecture] {table['name']}: {err}; check its settings") from None
 
 
 def build_plugin_configs(cfg: ResolvedConfig) -> dict[str, Any]:
@@ -353,10 +396,41 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
     """Read, merge (file < --set < command-line options) and validate a run configuration."""
     merged = dict(overrides or {})
     merged.update(commandline or {})
-    cfg = resolve(read_toml(path), merged)
+    raw = read_toml(path)
+    if not raw:
+        raise ConfigError(
+            f"config {path} is empty; expected at least one section (an empty file would run "
+            "every default: M3 on D50). Start from sample_runs/quickstart.toml, or write [run] "
+            "to run the defaults on purpose")
+    cfg = resolve(raw, merged)
     for key in commandline or {}:
         cfg.sources[key] = "commandline"
+    arch = _architecture(registry_load("architecture", cfg["architecture"]["name"]),
+                         cfg["architecture"])
+    if arch is not None and not _command_is_quiet():
+        log.info("%s", budget.plan(cfg, arch))
     return cfg
+
+
+def _command_is_quiet() -> bool:
+    """True inside a command line called with ``--quiet`` (or ``thermonet -q``), whose
+    terminal handler is silenced only after the configuration is loaded. A stopgap: the
+    command could log the plan itself once it has applied ``--quiet``."""
+    import sys
+
+    click = sys.modules.get("click")
+    ctx = click.get_current_context(silent=True) if click is not None else None
+    if ctx is None:
+        return False
+    root = ctx.find_root()
+    return bool(ctx.params.get("quiet") or (isinstance(root.obj, dict) and root.obj.get("quiet")))
+
+
+def registry_load(role: str, name: str) -> Any:
+    """The registered plugin class ``name`` of ``role``."""
+    from thermonet import registry
+
+    return registry.load(role, name)
 
 
 def sampler_masses(arch: Any, kind: str) -> Any:

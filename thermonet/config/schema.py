@@ -47,13 +47,23 @@ def check_value(where: str, key: str, value: Any, types: tuple[type, ...], check
     where a number is expected) or raise the one-line :class:`ConfigError`."""
     ok = not (isinstance(value, bool) and bool not in types) and isinstance(value, types)
     if not ok:
+        hint = ""
+        if list in types and not isinstance(value, (list, dict)):
+            hint = f"; for a list of one write {key} = [{toml_value(value)}]"
+        elif isinstance(value, (list, dict)) and list not in types and dict not in types:
+            hint = f"; write a single value, e.g. {key} = {toml_value(default_of(types))}"
         raise ConfigError(f"{where}.{key} = {value!r} has the wrong type; expected "
-                          f"{type_name(types)}")
+                          f"{type_name(types)}{hint}")
     if float in types and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if check is not None and not check[0](value):
         raise ConfigError(f"{where}.{key} = {value!r} is out of range; expected {check[1]}")
     return value
+
+
+def default_of(types: tuple[type, ...]) -> Any:
+    """An example value of the first of ``types`` (for a hint in an error message)."""
+    return {int: 1, float: 1.0, str: "name", bool: True, list: [], dict: {}}[types[0]]
 
 
 def resolve_section(where: str, given: Mapping[str, Any], schema: Mapping[str, Any],
@@ -79,8 +89,10 @@ def resolve_section(where: str, given: Mapping[str, Any], schema: Mapping[str, A
     return out, rest
 
 
-def coerce_for_field(where: str, key: str, value: Any, annotation: str) -> Any:
-    """Loose type check of a plugin setting against its dataclass annotation."""
+def coerce_for_field(where: str, key: str, value: Any, annotation: str,
+                     default: Any = None) -> Any:
+    """Loose type check of a plugin setting against its dataclass annotation (``default``,
+    if given, is the example an error message shows)."""
     ann = annotation.replace(" ", "")
     allow_none = "None" in ann
     base = ann.replace("|None", "").replace("None|", "").replace("Optional[", "").rstrip("]") \
@@ -100,9 +112,34 @@ def coerce_for_field(where: str, key: str, value: Any, annotation: str) -> Any:
         raise ConfigError(f"{where}.{key} = {value!r} has the wrong type; expected true/false")
     if base in ("str",) and not isinstance(value, str):
         raise ConfigError(f"{where}.{key} = {value!r} has the wrong type; expected a string")
-    if base.startswith("tuple") and isinstance(value, list):
-        return tuple(value)
+    if base.startswith("tuple"):
+        return coerce_tuple(where, key, value, base, default)
     return value
+
+
+def coerce_tuple(where: str, key: str, value: Any, base: str, default: Any = None) -> Any:
+    """Check a TOML list against a ``tuple[...]`` annotation (length and element types)."""
+    inner = base[len("tuple["):-1] if base.startswith("tuple[") else ""
+    elems = [e for e in inner.split(",") if e]
+    fixed = bool(elems) and "..." not in elems
+    example = ", ".join(toml_value(default_of((_ANNOTATION_TYPES.get(e, float),)))
+                        for e in elems) if fixed else "..."
+    if isinstance(default, tuple) and default and (not fixed or len(default) == len(elems)):
+        example = ", ".join(toml_value(v) for v in default)
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{where}.{key} = {value!r} has the wrong type; expected a list"
+                          f"{f' of {len(elems)} values' if fixed else ''}, e.g. "
+                          f"{key} = [{example}]")
+    if fixed and len(value) != len(elems):
+        raise ConfigError(f"{where}.{key} = {list(value)!r} has {len(value)} value(s); "
+                          f"expected {len(elems)}, e.g. {key} = [{example}]")
+    types = elems if fixed else elems[:1] * len(value)
+    return tuple(coerce_for_field(where, f"{key}[{i}]", v, t) if t in _ANNOTATION_TYPES else v
+                 for i, (v, t) in enumerate(zip(value, types, strict=True)))
+
+
+#: annotation names :func:`coerce_for_field` checks, and their Python types
+_ANNOTATION_TYPES = {"float": float, "int": int, "bool": bool, "str": str}
 
 
 class _Required:
@@ -153,7 +190,8 @@ def plugin_settings(where: str, cls: type[Any], given: Mapping[str, Any],
             raise ConfigError(f"unknown key {key!r} in [{where}] ({cls.__name__})"
                               f"{suggest(key, list(defaults))} Valid keys: "
                               f"{', '.join(sorted(defaults)) or 'none'}")
-        out[key] = coerce_for_field(where, key, value, annotations.get(key, "Any"))
+        out[key] = coerce_for_field(where, key, value, annotations.get(key, "Any"),
+                                    defaults.get(key))
         sources[f"{where}.{key}"] = given_sources.get(f"{where}.{key}", "config")
     for key, value in defaults.items():
         if key not in out:
@@ -261,9 +299,17 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """Read a TOML file with a one-line error for unreadable or invalid files."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise ConfigError(f"cannot read config {path}: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}); expected "
+            "a TOML file in UTF-8: re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8), or "
+            "check that it is the config and not a binary file") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

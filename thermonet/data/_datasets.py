@@ -141,7 +141,9 @@ def _mnist_sha256() -> dict[str, str]:
     return {spec.filename: spec.sha256 for spec in MNIST_FILES.values()}
 
 
-def _check_seed(seed: Any) -> int:
+def _check_seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise DataError(f"seed must be a non-negative integer, got {seed!r}")
     return int(seed)
@@ -192,8 +194,10 @@ def _paper_train_from_mnist(name: str, mnist_dir: PathLike | None,
     return Dataset(name, normalise(full.train16[idx]), labels, idx, prov)
 
 
-def _stored_train(path: pathlib.Path, name: str, seed: int) -> Dataset:
+def _stored_train(path: pathlib.Path, name: str, seed: int | None) -> Dataset:
     stored = read_stored_subset(path)
+    if seed is None:   # no seed asked for: the set as stored (make-subset --seed chose it)
+        seed = int(stored["seed"])
     if stored["seed"] != seed:
         raise DataError(
             f"{name} is already stored in {path}, drawn with seed {stored['seed']}, not seed "
@@ -232,7 +236,7 @@ def stratified_indices_checked(full: Mnist16, name: str, n: int, seed: int) -> n
 
 
 def load_dataset(name: str, *, mnist_dir: PathLike | None = None,
-                 data_dir: PathLike | None = None, seed: int = 0) -> Dataset:
+                 data_dir: PathLike | None = None, seed: int | None = None) -> Dataset:
     """Load a training set by name.
 
     Parameters
@@ -247,9 +251,11 @@ def load_dataset(name: str, *, mnist_dir: PathLike | None = None,
         ``<data dir>/mnist``).
     data_dir : path-like, optional
         User data directory (default: ``$THERMONET_DATA_DIR``, then ``~/.local/share/thermonet``).
-    seed : int
-        Seed of a generated set. Ignored for the paper's sets. A stored set made with another
-        seed raises :class:`DataError`.
+    seed : int, optional
+        Seed of a generated set. Ignored for the paper's sets. None (the default): a stored
+        set whatever seed drew it (``thermonet data make-subset D200 --seed 1`` then works
+        everywhere), or seed 0 to draw one. A stored set made with another seed than an
+        explicit one raises :class:`DataError`.
 
     Returns
     -------
@@ -261,7 +267,7 @@ def load_dataset(name: str, *, mnist_dir: PathLike | None = None,
         return _embedded_train(canonical)
     if canonical in PAPER_SUBSETS:
         return _paper_train_from_mnist(canonical, mnist_dir, data_dir)
-    path, _ = _ensure_subset(canonical, n, seed, mnist_dir, data_dir)
+    path, _ = _ensure_subset(canonical, n, 0 if seed is None else seed, mnist_dir, data_dir)
     return _stored_train(path, canonical, seed)
 
 
@@ -276,7 +282,7 @@ def make_subset(name: str, *, seed: int = 0, mnist_dir: PathLike | None = None,
         the same seed; a different seed raises :class:`DataError`).
     """
     canonical, n = parse_name(name)
-    seed = _check_seed(seed)
+    seed = int(_check_seed(seed) or 0)
     if canonical in PAPER_SUBSETS:
         raise DataError(f"{canonical} is one of the paper's training sets "
                         f"({PAPER_SUBSETS[canonical]}), used as shipped and never drawn; load it "
@@ -336,7 +342,7 @@ def _check_pillow_consistency(train: Dataset, full: Mnist16) -> None:
 
 
 def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = None,
-              data_dir: PathLike | None = None, seed: int = 0) -> DataSplit:
+              data_dir: PathLike | None = None, seed: int | None = None) -> DataSplit:
     """Load a training set and its test set.
 
     Parameters
@@ -399,8 +405,14 @@ def data_info(mnist_dir: PathLike | None = None, data_dir: PathLike | None = Non
                 if sha == spec.sha256:
                     entry.update(path=str(cand), status="ok")
                     break
+            bad = [str(c) for c in cands if str(c) != entry["path"]]
+            if entry["status"] == "ok" and bad:
+                # an intact copy is used; the corrupt one beside it is reported, not hidden
+                entry["status"] = "ok (corrupt copy ignored)"
+                entry["detail"] = f"{', '.join(bad)} is corrupt: delete it"
         files.append(entry)
-    ok_states = ("ok",) if verify else ("ok", "present (not verified)")
+    ok_states = (("ok", "ok (corrupt copy ignored)") if verify
+                 else ("ok", "present (not verified)"))
     mnist_ok = all(f["status"] in ok_states for f in files)
 
     ddir = data_dir_path(data_dir)

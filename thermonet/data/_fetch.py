@@ -37,7 +37,25 @@ def _existing_ok(dest: pathlib.Path, spec: MnistFile) -> pathlib.Path | None:
                 continue
             if sha == spec.sha256:
                 return cand
+            logger.warning("%s is corrupt (SHA-256 %s... of its contents, expected %s...): "
+                           "delete it; an intact copy is kept or downloaded beside it",
+                           cand, sha[:16], spec.sha256[:16])
     return None
+
+
+def check_mirror(mirror: str) -> None:
+    """Refuse a ``--mirror`` that is not an http(s), ftp or file URL (one line)."""
+    from urllib.parse import urlparse
+
+    try:
+        url = urlparse(mirror)
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https", "ftp", "file") or (
+            url.scheme != "file" and not url.netloc):
+        raise DataError(f"--mirror {mirror!r} is not a URL; expected a base URL that serves the "
+                        "four MNIST .gz files, e.g. --mirror "
+                        f"{DEFAULT_MIRRORS[0]}")
 
 
 def _download(url: str, out: pathlib.Path, limit: int, timeout: float) -> None:
@@ -90,6 +108,8 @@ def fetch_mnist(dest: PathLike, *, mirrors: Sequence[str] = DEFAULT_MIRRORS,
                         f"choose another with --dest or THERMONET_MNIST_DIR") from None
     if not mirrors:
         raise DataError("no mirrors given; expected at least one base URL")
+    for mirror in mirrors:
+        check_mirror(mirror)
     out: dict[str, pathlib.Path] = {}
     for key, spec in MNIST_FILES.items():
         existing = _existing_ok(dest, spec)

@@ -300,7 +300,9 @@ def find_mnist(mnist_dir: PathLike | None = None, *, verify: bool = True,
             f"files (raw or .gz); {FETCH_HINT}")
     found: dict[str, pathlib.Path] = {}
     for key, spec in MNIST_FILES.items():
-        if not verify:
+        # with a raw file and a .gz both present, verify even when not asked, so that a
+        # corrupt copy never shadows an intact one
+        if not verify and len(candidates[key]) == 1:
             found[key] = candidates[key][0]
             continue
         error: DataError | None = None
@@ -315,6 +317,8 @@ def find_mnist(mnist_dir: PathLike | None = None, *, verify: bool = True,
         else:
             assert error is not None
             raise error
+        if error is not None:
+            logger.warning("%s; using the intact %s instead", error, found[key].name)
     return found
 
 

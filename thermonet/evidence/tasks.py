@@ -12,12 +12,26 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.errors import DataError
 from thermonet.evidence._result import EvidenceResult
 
 
 def read_json(path: Path) -> Any:
-    """The JSON document stored at ``path``."""
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The JSON object stored at ``path``; a one-line :class:`DataError` naming the file and
+    the way to recover when it is unreadable or not a JSON object."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        what = err.strerror if isinstance(err, OSError) else f"not valid JSON: {err}"
+        raise DataError(f"{path} is corrupt ({what}); expected the JSON result thermonet "
+                        "wrote: delete it and run the same command again, which recomputes "
+                        "only that task") from None
+    if not isinstance(doc, dict):
+        raise DataError(f"{path} holds a JSON {type(doc).__name__}, not an object; expected "
+                        "the result thermonet wrote: delete it and run the same command again")
+    return doc
 
 
 def task_seed(seed: int, model: str, minimum: int, label: str) -> int:

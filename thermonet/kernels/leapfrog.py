@@ -191,22 +191,35 @@ def draw_momenta(rng, scale, inv_mass, p):
     return k
 
 
+#: most wall reflections of one coordinate in one drift. An ordinary step crosses a wall at most
+#: once or twice; a step many box widths long would fold for ever (one fold per box width), so
+#: the coordinate is set to NaN instead: the next energy is not finite and the trajectory ends
+#: as a rejected divergence (status NON_FINITE) in every trajectory kernel.
+MAX_REFLECTIONS = 64
+
+
 @kernel
 def drift_reflect(theta, p, inv_mass, step, half_width):
     """Drift with reflection at the walls ``|theta_i| = half_width_i``; returns the number of
-    reflections. ``theta`` and ``p`` are overwritten."""
+    reflections. ``theta`` and ``p`` are overwritten. A coordinate that would need more than
+    :data:`MAX_REFLECTIONS` folds becomes NaN (a divergence)."""
     n_ref = 0
     for i in range(theta.shape[0]):
         t = theta[i] + step * inv_mass[i] * p[i]
         a = half_width[i]
         # a long step may cross both walls: fold until inside
+        n_fold = 0
         while t > a or t < -a:
+            if n_fold == MAX_REFLECTIONS:
+                t = math.nan
+                break
             if t > a:
                 t = 2.0 * a - t
             else:
                 t = -2.0 * a - t
             p[i] = -p[i]
             n_ref += 1
+            n_fold += 1
             if not math.isfinite(t):
                 break
         theta[i] = t

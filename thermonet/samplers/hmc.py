@@ -101,7 +101,13 @@ class HMCConfig:
             raise ConfigError(f"runaway = {self.runaway!r}; expected a factor > 1")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision = {self.precision!r}; expected one of {PRECISIONS}")
-        lo, hi = self.accept_window
+        window = self.accept_window
+        if (not isinstance(window, (tuple, list)) or len(window) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                           for v in window)):
+            raise ConfigError(f"accept_window = {window!r}; expected two numbers "
+                              "0 < low < high < 1, e.g. accept_window = [0.6, 0.7]")
+        lo, hi = window
         if not 0 < lo < hi < 1:
             raise ConfigError(f"accept_window = {tuple(self.accept_window)}; expected "
                               "0 < low < high < 1, e.g. (0.6, 0.7)")

@@ -32,6 +32,7 @@ from thermonet.errors import ConfigError
 from thermonet.parallel import Executor, make_executor
 from thermonet.tempering.ladder import Ladder
 from thermonet.tempering.prior_rung import PriorRung
+from thermonet.tempering.start import check_energy, check_in_box
 from thermonet.tempering.swaps import RandomPairs, swap_log_acceptance
 from thermonet.types import FloatArray, IntArray
 
@@ -191,7 +192,11 @@ class ReplicaExchange:
         if arr.shape != (self.n_slots, n):
             raise ConfigError(f"initial parameters have shape {arr.shape}; expected ({n},) or "
                               f"({self.n_slots}, {n})")
-        slots = tuple(s.init(as_theta(arr[k], n)) for k, s in enumerate(self.samplers))
+        thetas = [as_theta(arr[k], n) for k in range(self.n_slots)]
+        for k, theta in enumerate(thetas):
+            check_in_box(theta, self.prior, f"the initial parameters of slot {k}")
+        check_energy(self.samplers[0].potential, thetas[0], "the initial parameters")
+        slots = tuple(s.init(thetas[k]) for k, s in enumerate(self.samplers))
         return REState(slots, np.arange(self.n_slots, dtype=np.int64))
 
     def burn_in(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
@@ -218,6 +223,8 @@ class ReplicaExchange:
             if isinstance(sampler, PriorRung):
                 return sampler.draw(rng)
             theta = as_theta(draw(rng), n, what="initial draw")
+            check_in_box(theta, self.prior, f"the initial draw of slot {k}")
+            check_energy(sampler.potential, theta, f"the initial draw of slot {k}")
             if minimiser is not None:
                 theta = minimiser.minimise(sampler.potential, theta, prior=self.prior).theta
             state = sampler.init(theta)
