@@ -23,6 +23,7 @@ from tests import reference
 from thermonet import annealing as an
 from thermonet.cli import main
 from thermonet.errors import CheckpointMismatchError, ConfigError, ThermonetError
+from thermonet.io.atomic import temp_path
 
 M1_WIDTHS = [256, 40, 10]
 
@@ -266,13 +267,13 @@ def test_resume_after_kill_by_cli_is_bit_identical(tiny_run, tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 137, proc.stderr
     # killed between writing the file of the 2nd temperature and replacing the checkpoint
-    assert an.read_anneal(out)["n_done"] == 1 and (out / "anneal.h5.tmp").exists()
+    assert an.read_anneal(out)["n_done"] == 1 and temp_path(out / "anneal.h5").exists()
     res = CliRunner().invoke(main, ["anneal", str(cfg_path), "--out", str(out), "--resume",
                                     "--quiet", "--json"])
     assert res.exit_code == 0, res.output
     resumed = an.Annealer.open(out)
     _assert_same(resumed, straight)
-    assert not (out / "anneal.h5.tmp").exists()
+    assert not temp_path(out / "anneal.h5").exists()
 
 
 def test_resume_refuses_a_changed_config(tiny_run, tmp_path):

@@ -152,14 +152,19 @@ def test_empty_config_refused(tmp_path: pathlib.Path) -> None:
         assert "is empty" in msg and "[run]" in msg
 
 
-def test_plan_is_logged(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_plan_is_stated_before_a_run(tmp_path: pathlib.Path) -> None:
+    from click.testing import CliRunner
+
+    from thermonet.cli import main
+
     path = tmp_path / "c.toml"
     path.write_text("[run]\nn_iterations = 7\n[ladder]\nn_temperatures = 3\nt_max = 2.0\n")
-    with caplog.at_level(logging.INFO, logger="thermonet"):
-        cfgmod.load(path)
-    text = caplog.text
-    assert "about to run M3" in text and "on D50" in text
+    text = cfgmod.plan(cfgmod.load(path))
+    assert text is not None and "about to run M3" in text and "on D50" in text
     assert "3 rung(s) x 7 iterations x 1 trajectories x L = 100 = 2,100 gradients" in text
+    quiet = CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "r"),
+                                      "--quiet", "--set", "run.n_iterations=0"])
+    assert "about to run" not in quiet.output
 
 
 # -- parameter files ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from thermonet import config as cfgmod
 from thermonet.analysis import round_trips
 from thermonet.cli import main
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError, ThermonetError
+from thermonet.io.atomic import TEMP_SUFFIX
 from thermonet.runner import Run, detach_log
 
 GAUSS = """
@@ -218,7 +219,7 @@ def _run_cli_subprocess(args, env_extra=None, **kw):
 
 
 @pytest.mark.parametrize("crash", [
-    "before-replace:it:3",          # killed while a trace segment is only a .tmp file
+    "before-replace:it:3",          # killed while a trace segment is only a temporary file
     "before-replace:checkpoint:3",  # killed after the segment, before the checkpoint replace
 ])
 def test_kill_during_write_then_resume_is_exact(gauss_cfg, tmp_path, crash):
@@ -230,13 +231,14 @@ def test_kill_during_write_then_resume_is_exact(gauss_cfg, tmp_path, crash):
                                {"THERMONET_TEST_CRASH": crash})
     proc.communicate(timeout=300)
     assert proc.returncode == 137                       # died as planned, mid-write
-    assert list(crashed.glob("*.tmp")) or list((crashed / "trace").glob("*.tmp"))
+    assert (list(crashed.glob("*" + TEMP_SUFFIX))
+            or list((crashed / "trace").glob("*" + TEMP_SUFFIX)))
     done = ckpt.read_checkpoint(crashed).iteration
     assert 0 <= done < 12
     res = _invoke("-q", "resume", crashed)
     assert res.exit_code == 0, res.output
     _assert_same(_tree(straight), _tree(crashed))
-    assert not list(crashed.rglob("*.tmp"))
+    assert not list(crashed.rglob("*" + TEMP_SUFFIX))
 
 
 def test_sigkill_at_random_moments_then_resume_is_exact(gauss_cfg, tmp_path):

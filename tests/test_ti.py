@@ -19,6 +19,7 @@ from thermonet.evidence.ti import (
     repeat_ti,
     thermodynamic_integration,
 )
+from thermonet.io.atomic import temp_path
 from thermonet.priors import BoxPrior
 from thermonet.testsystems import Gaussian
 
@@ -406,7 +407,7 @@ def test_ti_survives_a_kill_during_a_checkpoint_write(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           timeout=300, check=False)
     assert proc.returncode == 137, proc.stderr.decode()[-2000:]
-    assert (tmp_path / "ti_checkpoint.h5.tmp").exists()
+    assert temp_path(tmp_path / "ti_checkpoint.h5").exists()
     import h5py
 
     with h5py.File(tmp_path / "ti_checkpoint.h5", "r") as fh:

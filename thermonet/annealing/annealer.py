@@ -30,7 +30,7 @@ from thermonet.annealing.store import (
 )
 from thermonet.annealing.validation import make_validation, without
 from thermonet.errors import CheckpointMismatchError, ConfigError
-from thermonet.io.atomic import write_h5, write_text
+from thermonet.io.atomic import temp_path, write_h5, write_text
 from thermonet.io.h5 import write_header
 from thermonet.io.jsonable import utc_now
 from thermonet.types import FloatArray
@@ -144,7 +144,7 @@ class Annealer:
         t0, c0 = time.monotonic(), time.process_time()
         setup = build(cfg)             # data errors surface before anything is removed
         out.mkdir(parents=True, exist_ok=True)
-        for name in (ANNEAL_H5, ANNEAL_JSON, ANNEAL_H5 + ".tmp"):
+        for name in (ANNEAL_H5, ANNEAL_JSON, temp_path(out / ANNEAL_H5).name):
             (out / name).unlink(missing_ok=True)
         a = cfg["anneal"]
         rng_init = np.random.default_rng(setup.seeds[0])
@@ -188,7 +188,7 @@ class Annealer:
                     f"cannot resume {out}: the configuration differs from the stored one "
                     f"({what}). Use the same configuration, or start anew with --overwrite "
                     "or another --out")
-        (out / (ANNEAL_H5 + ".tmp")).unlink(missing_ok=True)
+        temp_path(out / ANNEAL_H5).unlink(missing_ok=True)
         setup = build(stored)
         if not np.array_equal(setup.validation.indices, ck["validation_indices"]):
             raise CheckpointMismatchError(

@@ -8,6 +8,7 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -135,7 +136,8 @@ def _common(f: Any) -> Any:
 @click.option("--index", type=int, default=None, help="Row of an --init file holding several "
               "vectors.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="Where to save the minimum (.npy, or .json as {\"x\": [...]}).")
+              help="Where to save the minimum (.npy, or .json as {\"x\": [...]}; checked to be "
+                   "writable before any work).")
 @click.pass_context
 def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name: str,
              sets: tuple[str, ...], test_kind: str, prior_scale: float | None,
@@ -159,10 +161,11 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     from thermonet.data import load_data
     from thermonet.errors import ConfigError
     from thermonet.evaluation import evaluate
-    from thermonet.params import load_params, save_params
+    from thermonet.params import load_params
     from thermonet.priors import BoxPrior
     from thermonet.registry import get_architecture
 
+    _check_params_out(out_path)    # before the minimisation, which may take hours
     if draw_index < 0:
         raise ConfigError(f"--draw {draw_index}; expected a draw number >= 0")
     if seed < 0:
@@ -194,7 +197,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     result = mini.minimise(potential, theta0, prior=prior, **kwargs)
     seconds = time.perf_counter() - t0
     line.close()
-    save_params(out_path, result.theta)
+    _save_params(out_path, result.theta)
     ev = evaluate(arch, split, result.theta, prior)
     out = {
         "minimiser": mini.name,
@@ -233,6 +236,32 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     if result.reason == "step budget" and not _quiet(ctx):
         click.echo("hint: the step budget ran out; raise it with --set max_steps=N "
                    "(M3 on D500 needs ~1e4 steps)", err=True)
+
+
+def _check_params_out(path: str) -> None:
+    from thermonet.errors import ConfigError
+    from thermonet.io.atomic import check_output
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".npy", ".json"):
+        raise ConfigError(f"--out {path}: cannot tell the format from the suffix "
+                          f"{suffix or '(none)'!r}; expected a file name ending in .npy or .json "
+                          "(JSON {\"x\": [...]})")
+    check_output(path)
+
+
+def _save_params(path: str, theta: Any) -> None:
+    """Write a parameter vector as :func:`thermonet.params.save_params` lays it out, atomically
+    (docs/formats.md)."""
+    import numpy as np
+
+    from thermonet.io.atomic import write_npy, write_text
+
+    theta = np.asarray(theta, dtype=np.float64)
+    if Path(path).suffix.lower() == ".json":
+        write_text(path, json.dumps({"x": theta.tolist()}) + "\n")
+    else:
+        write_npy(path, theta)
 
 
 def _jsonable_config(mini: Any) -> dict[str, Any]:
@@ -302,7 +331,8 @@ def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Root seed; draw i uses SeedSequence(seed).spawn(draws)[i].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
-              help="Save the kept minima as a (n_kept, n_params) .npy array.")
+              help="Save the kept minima as a (n_kept, n_params) .npy array (checked to be "
+                   "writable before any work).")
 @click.pass_context
 def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name: str,
              sets: tuple[str, ...], test_kind: str, prior_scale: float | None,
@@ -328,8 +358,14 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
 
     from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
     from thermonet.data import load_data
+    from thermonet.io.atomic import check_output, write_npy
     from thermonet.registry import get_architecture
 
+    if out_path is not None:
+        # numpy.save's naming, kept: "--out minima" writes minima.npy
+        if not out_path.endswith(".npy"):
+            out_path += ".npy"
+        check_output(out_path)     # before the minimisations, which may take hours
     arch = (get_architecture(arch_name) if prior_scale is None
             else get_architecture(arch_name, prior_scale=prior_scale))
     settings = _settings(sets, minimiser_name)
@@ -355,7 +391,7 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     line.close()
     if out_path is not None:
         assert res.params is not None  # kept: keep_params=True
-        np.save(out_path, res.params)
+        write_npy(out_path, res.params)
     summary = res.summary()
     summary["seconds"] = line.elapsed()
     if out_path is not None:

@@ -76,7 +76,10 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     """
     from thermonet import plotting
     from thermonet.errors import PlotError
+    from thermonet.io.atomic import check_output
 
+    check_output(out_path)       # a directory, a path below a file, an unwritable directory
+    plotting.check_out(out_path)
     options: dict[str, Any] = {"discard": discard}
     if from_analysis and kind not in ("energy", "size", "heat"):
         raise PlotError(f"--from-analysis applies to --kind energy, size or heat (got --kind "

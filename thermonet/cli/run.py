@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -28,7 +29,8 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
 
     The run directory gets config.toml (the resolved configuration: every default explicit,
     with where each value came from), checkpoint.h5, the trace/ and thermonet.log. Stop it at
-    any time and continue with `thermonet resume DIR`.
+    any time (Ctrl-C or SIGTERM: at the next safe point, exit status 130 or 143) and continue
+    with `thermonet resume DIR`. One process at a time may run or resume DIR (a lock).
 
     \b
     Example:
@@ -37,7 +39,7 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     import warnings
 
     from thermonet import config as cfgmod
-    from thermonet.runner import Run, detach_log
+    from thermonet.runner import Run
 
     overrides = cfgmod.parse_set(list(sets))
     commandline = {"run.seed": seed} if seed is not None else {}
@@ -48,16 +50,40 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
         click.echo(f"Warning: {warning.message}", err=True)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
     quiet = is_quiet(ctx, quiet)
+    what = cfgmod.plan(cfg)
+    if what and not quiet:
+        click.echo(what, err=True)
+    _advance(ctx, lambda: Run.create(cfg, out, overwrite=overwrite), quiet,
+             f"run directory: {out}")
     if not quiet:
-        click.echo(f"run directory: {out}", err=True)
-    try:
-        run_ = Run.create(cfg, out, overwrite=overwrite)
-        run_.run(RunProgress(quiet))
-    finally:
-        detach_log()
+        click.echo(f"done: {cfg['run']['n_iterations']} iterations in {out}  (summary: "
+                   f"thermonet info {out})", err=True)
+
+
+def _advance(ctx: click.Context, open_run: Any, quiet: bool, banner: str) -> None:
+    """Open (or create) a run and advance it; SIGINT and SIGTERM stop it at its next safe point
+    with one line and the exit status 128 + signal number."""
+    from thermonet import interrupt
+    from thermonet.runner import detach_log
+
     if not quiet:
-        click.echo(f"done: {run_.iteration} iterations in {out}  (summary: thermonet info "
-                   f"{out})", err=True)
+        click.echo(banner, err=True)
+    with interrupt.handling() as stop:
+        try:
+            run_ = open_run()
+            try:
+                run_.run(RunProgress(quiet))
+            finally:
+                run_.close()
+        except interrupt.RunInterrupted as err:
+            click.echo(f"Stopped: {err}", err=True)
+            ctx.exit(err.exit_code)
+        finally:
+            detach_log()
+        if stop.signum is not None:     # arrived after the last iteration: the run is complete
+            click.echo(f"Stopped: {interrupt.signal_name(stop.signum)} arrived as the run "
+                       f"finished; it is complete at iteration {run_.iteration}", err=True)
+            ctx.exit(128 + stop.signum)
 
 
 @click.command(short_help="Continue a run from its last checkpoint.")
@@ -73,18 +99,20 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
     """Continue the run in DIR from its last checkpoint, exactly as if it had never stopped.
 
     Records written after the last checkpoint (by a run that was killed) are discarded and
-    regenerated identically.
+    regenerated identically. Ctrl-C or SIGTERM stop it at the next safe point (exit status 130
+    or 143); a refused resume changes nothing.
     """
-    from thermonet.runner import Run, detach_log
+    from thermonet.runner import Run
 
-    try:
+    quiet = is_quiet(ctx, quiet)
+
+    def open_run() -> Any:
         run_ = Run.open(Path(run_dir), n_iterations=iterations, workers=workers)
-        quiet = is_quiet(ctx, quiet)
         if not quiet:
             click.echo(f"resuming {run_dir} at iteration {run_.iteration}", err=True)
-        run_.run(RunProgress(quiet))
-    finally:
-        detach_log()
+        return run_
+
+    _advance(ctx, open_run, True, "")
 
 
 def _fmt(v: float) -> str:

@@ -405,25 +405,16 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
     cfg = resolve(raw, merged)
     for key in commandline or {}:
         cfg.sources[key] = "commandline"
-    arch = _architecture(registry_load("architecture", cfg["architecture"]["name"]),
-                         cfg["architecture"])
-    if arch is not None and not _command_is_quiet():
-        log.info("%s", budget.plan(cfg, arch))
     return cfg
 
 
-def _command_is_quiet() -> bool:
-    """True inside a command line called with ``--quiet`` (or ``thermonet -q``), whose
-    terminal handler is silenced only after the configuration is loaded. A stopgap: the
-    command could log the plan itself once it has applied ``--quiet``."""
-    import sys
-
-    click = sys.modules.get("click")
-    ctx = click.get_current_context(silent=True) if click is not None else None
-    if ctx is None:
-        return False
-    root = ctx.find_root()
-    return bool(ctx.params.get("quiet") or (isinstance(root.obj, dict) and root.obj.get("quiet")))
+def plan(cfg: RunConfig) -> str | None:
+    """One line on what a run of ``cfg`` will compute (rungs x iterations x trajectories x L
+    gradients and a rough time), or None when the architecture cannot be built cheaply; the
+    command line prints it before a run starts."""
+    arch = _architecture(registry_load("architecture", cfg["architecture"]["name"]),
+                         cfg["architecture"])
+    return None if arch is None else budget.plan(cfg, arch)
 
 
 def registry_load(role: str, name: str) -> Any:

@@ -3,8 +3,10 @@
 HDF5 files are not crash-safe while open for writing, and a text file half written by a killed
 process is worse than none, so nothing thermonet writes is written in place. A kill at any
 moment leaves either the old file or the new one, never a mixture. The temporary file is
-``NAME.tmp`` in the target's directory (:func:`temp_path`), so a rename never crosses file
-systems.
+``NAME.thermonet-tmp`` in the target's directory (:func:`temp_path`), so a rename never crosses
+file systems, and its suffix is one no other program uses: clean-ups remove only files with it,
+never a user's ``*.tmp``. :func:`check_output` checks a destination given on the command line
+before any work is done, so that a long computation is never lost to an unwritable path.
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from thermonet.errors import ThermonetError
 from thermonet.io.jsonable import json_default
 
-#: suffix of the temporary file written before the rename
-TEMP_SUFFIX = ".tmp"
+#: suffix of the temporary file written before the rename: thermonet's own, so that cleaning up
+#: after a crash can never remove a file somebody else wrote
+TEMP_SUFFIX = ".thermonet-tmp"
+
+
+class OutputPathError(ThermonetError):
+    """An output path cannot be written (missing or unwritable directory, below a file)."""
 
 
 def temp_path(path: Path) -> Path:
@@ -65,14 +73,19 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
 
     ``write`` receives the temporary path and must create it. The parent directory is created
     if missing; the file is fsynced, renamed over ``path`` and the directory fsynced. If ``write``
-    raises, ``path`` is untouched and the temporary file is left for the next run's clean-up (its
-    partial content can help a bug report).
+    or the fsync raises, ``path`` is untouched and the temporary file is removed. A process
+    killed meanwhile leaves the temporary file for the next run's clean-up.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
-    write(tmp)
-    _fsync_file(tmp)
+    try:
+        write(tmp)
+        _fsync_file(tmp)
+    except BaseException:
+        # a partial file helps nobody and, on a full disk, holds the space needed to go on
+        tmp.unlink(missing_ok=True)
+        raise
     crash_point("before-replace", path)
     os.replace(tmp, path)
     fsync_dir(path.parent)
@@ -99,13 +112,35 @@ def write_json(path: str | Path, obj: Any, *, indent: int | None = 1) -> Path:
     return write_text(path, text + "\n")
 
 
+def write_npy(path: str | Path, array: Any) -> Path:
+    """Atomically replace ``path`` with ``array`` in NumPy's ``.npy`` format (written to the
+    name given, which :func:`numpy.save` would extend by ``.npy``)."""
+    import numpy as np
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.asarray(array))
+
+    return write_atomic(path, write)
+
+
 def write_h5(path: str | Path, fill: Callable[[Any], None]) -> Path:
-    """Atomically replace the HDF5 file ``path`` with what ``fill(h5py.File)`` writes."""
+    """Atomically replace the HDF5 file ``path`` with what ``fill(h5py.File)`` writes.
+
+    The file is built in memory and written to disk in one plain write: HDF5 left in the middle
+    of a failed write (a full disk, a file-size limit) reports the failure only partly, prints
+    tracebacks as it frees its objects and may crash the process at exit, while a failed
+    ``write(2)`` of a finished image is an ordinary OSError.
+    """
     import h5py
 
     def write(tmp: Path) -> None:
-        with h5py.File(tmp, "w") as fh:
+        with h5py.File(tmp, "w", driver="core", backing_store=False) as fh:
             fill(fh)
+            fh.flush()
+            image = fh.id.get_file_image()
+        with open(tmp, "wb") as out:
+            out.write(image)
 
     return write_atomic(path, write)
 
@@ -126,6 +161,63 @@ def new_temp_file(directory: Path, prefix: str, suffix: str = TEMP_SUFFIX) -> Pa
         os.close(fd)
         return path
     raise FileExistsError(f"cannot create a temporary file in {directory}")  # pragma: no cover
+
+
+def check_output(path: str | Path, *, option: str = "--out") -> Path:
+    """Check that the file ``path`` can be written, before any work that produces it.
+
+    Refuses a path that is a directory, lies below a regular file, or whose directory is missing
+    or not writable, with a one-line :class:`OutputPathError` naming ``option``.
+
+    Parameters
+    ----------
+    path : path
+        The file to be written.
+    option : str
+        The command-line option that named it, for the message.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{option} {path} is a directory; expected a file name, e.g. "
+                              f"{option} {path / 'out'}")
+    _check_directory(path.parent, f"{option} {path}", option)
+    return path
+
+
+def check_output_dir(path: str | Path, *, option: str = "--out") -> Path:
+    """Check that the directory ``path`` exists and is writable, or can be created.
+
+    Refuses a path that is a regular file or lies below one, and a directory (or its nearest
+    existing ancestor, if it must be created) that is not writable.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputPathError(f"{option} {path} is a file; expected a directory; choose "
+                              f"another {option}")
+    _check_directory(path, f"{option} {path}", option, create=True)
+    return path
+
+
+def _check_directory(directory: Path, what: str, option: str, create: bool = False) -> None:
+    directory = directory if str(directory) else Path(".")
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise OutputPathError(f"cannot write {what}: {existing} is a file, not a directory; "
+                              f"choose another {option}")
+    if existing != directory and not create:
+        raise OutputPathError(f"cannot write {what}: directory {directory} does not exist; "
+                              f"expected an existing directory; create it (mkdir -p "
+                              f"{directory}) or choose another {option}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputPathError(f"cannot write {what}: directory {existing} is not writable; "
+                              f"expected a directory you may write to; choose another {option}")
 
 
 def write_h5_exclusive(path: Path, fill: Callable[[Any], None]) -> bool:

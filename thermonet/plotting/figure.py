@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from thermonet.errors import PlotError
+from thermonet.io.atomic import write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -82,8 +83,9 @@ def save(fig: Figure, path: PathLike, *, dpi: float = 150) -> Path:
     fmt = check_out(path)
     path = Path(path)
     meta = {"Software": None} if fmt == "png" else None  # no version string: stable bytes
-    fig.savefig(path, format=fmt, dpi=dpi, metadata=meta)
-    return path
+    # through a temporary file (the format is explicit, not read from its name): a failed or
+    # killed save never leaves half a figure under the user's name
+    return write_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi, metadata=meta))
 
 
 def format_number(v: float) -> str:

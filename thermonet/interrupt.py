@@ -1,0 +1,118 @@
+"""Stopping a run cleanly on Ctrl-C (SIGINT) or SIGTERM.
+
+Python turns SIGINT into a :class:`KeyboardInterrupt` raised wherever the main thread happens to
+be, and inside an HDF5 write that exception may be swallowed ("Exception ignored in ...") so
+that the run carries on; SIGTERM simply ends the process. Instead, while :func:`handling` is in
+effect, either signal only records a request to stop, and the runner stops at its next safe
+point: after the current iteration and its trace and checkpoint writes. Where no state would be
+lost by stopping at once (the initialisation, before the first checkpoint), :meth:`StopSignals.
+immediate` makes the handler raise :class:`RunInterrupted` straight away, and the request stays
+recorded in case the exception is swallowed.
+
+A stopped command exits with status 128 + the signal number (130 for SIGINT, 143 for SIGTERM),
+as a shell reports a process ended by that signal.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from thermonet.errors import ThermonetError
+
+#: the signals that ask a run to stop
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class RunInterrupted(ThermonetError):
+    """A run stopped because of a signal; :attr:`exit_code` is the status to exit with."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, the shell's convention for a process ended by a signal."""
+        return 128 + self.signum
+
+
+def signal_name(signum: int) -> str:
+    """``SIGINT``, ``SIGTERM``, ... for a signal number."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # pragma: no cover - every signal we handle has a name
+        return f"signal {signum}"
+
+
+class StopSignals:
+    """The stop request recorded by the signal handlers of :func:`handling`."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._immediate = 0
+
+    @property
+    def requested(self) -> bool:
+        """Whether SIGINT or SIGTERM arrived."""
+        return self.signum is not None
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        """The signal handler: record the (first) signal; raise if stopping at once is safe."""
+        if self.signum is None:
+            self.signum = signum
+        if self._immediate:
+            raise RunInterrupted(signum, f"interrupted by {signal_name(signum)}")
+
+    @contextmanager
+    def immediate(self) -> Iterator[StopSignals]:
+        """Within this block a signal raises :class:`RunInterrupted` at once (also on entry,
+        if one already arrived)."""
+        if self.signum is not None:
+            raise RunInterrupted(self.signum, f"interrupted by {signal_name(self.signum)}")
+        self._immediate += 1
+        try:
+            yield self
+        finally:
+            self._immediate -= 1
+
+    def raise_if_requested(self, message: str) -> None:
+        """Raise :class:`RunInterrupted` with ``message`` if a signal arrived."""
+        if self.signum is not None:
+            raise RunInterrupted(self.signum, message)
+
+
+_active: StopSignals | None = None
+
+
+@contextmanager
+def handling() -> Iterator[StopSignals]:
+    """Record SIGINT and SIGTERM instead of acting on them, for the duration of the block.
+
+    Re-entrant: an inner block shares the outer one's :class:`StopSignals`, so a request made
+    at any time during a command reaches the runner. Handlers can be installed only in the main
+    thread; elsewhere the block yields a :class:`StopSignals` that never sees a signal.
+    """
+    global _active
+    if _active is not None:
+        yield _active
+        return
+    stop = StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous: dict[int, Any] = {sig: signal.signal(sig, stop.handle) for sig in SIGNALS}
+    _active = stop
+    try:
+        yield stop
+    finally:
+        _active = None
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+__all__ = ["SIGNALS", "RunInterrupted", "StopSignals", "handling", "signal_name"]

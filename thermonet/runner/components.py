@@ -1,0 +1,211 @@
+"""The components of a run, built from a resolved configuration or restored from a checkpoint.
+
+:func:`build` loads the data and constructs the architecture, prior, minimiser and tempering
+engine through the plugin registry; :func:`initial_state` and :func:`adapt_ladder_rounds`
+initialise a new run; :func:`resume_config`, :func:`unstack_slots` and
+:func:`restore_streams` give a resumed run back exactly what its checkpoint saved.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from thermonet import config as cfgmod
+from thermonet.errors import CheckpointMismatchError
+from thermonet.io import checkpoint as ckpt
+from thermonet.tempering import Ladder, ReplicaExchange, REState, Streams
+from thermonet.tempering.warmup import adapt_ladder
+
+log = logging.getLogger("thermonet.run")
+
+#: keys that may differ on resume (they do not change the chain)
+EXTENDABLE = ("run.n_iterations", "run.checkpoint_every", "run.workers")
+
+
+@dataclass
+class Components:
+    """Everything built from a resolved configuration."""
+
+    cfg: cfgmod.RunConfig
+    split: Any
+    arch: Any
+    prior: Any
+    potential: Any
+    minimiser: Any
+    engine: ReplicaExchange
+    plugins: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sampler(self) -> ReplicaExchange:
+        """The engine (the name of earlier releases)."""
+        return self.engine
+
+
+def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
+    """Load data and construct the architecture, prior, minimiser and engine.
+
+    Plugins come from the registry; their ``Config`` objects and the ladder are the ones the
+    configuration built (``cfg.configs``, ``cfg.ladder``); ``ladder`` replaces the latter
+    (a resumed run's adapted ladder, from its checkpoint).
+    """
+    from thermonet import registry
+    from thermonet.kernels import configure
+
+    configure()
+    from thermonet.data import load_data
+    from thermonet.priors import BoxPrior
+
+    if not isinstance(cfg, cfgmod.RunConfig):
+        cfg = cfgmod.resolve(cfg.data, warn_legacy=False)
+    arch = registry.get_architecture(cfg["architecture"]["name"],
+                                     **{k: v for k, v in cfg["architecture"].items()
+                                        if k != "name"})
+    uses_data = cfg["data"]["name"] != "none"
+    split = load_data(cfg["data"]["name"], test=cfg["data"]["test"]) if uses_data else None
+    potential = arch.potential(split.train) if split is not None else arch.potential()
+    prior = BoxPrior.for_architecture(arch)
+    gaussian = cfg["prior"]
+    if gaussian["gaussian_std"] is not None:
+        from thermonet.priors import GaussianPrior, PriorPotential
+
+        gauss = GaussianPrior.for_architecture(arch, gaussian["gaussian_std"])
+        # untempered: only for a one-rung ladder (checked by the configuration)
+        scale = 1.0 if gaussian["gaussian_tempered"] else float(cfg.ladder.temperature_k[0])
+        potential = PriorPotential(potential, gauss, scale)
+    minimiser_cls = registry.load("minimiser", cfg["minimiser"]["name"])
+    minimiser = minimiser_cls(config=cfg.configs["minimiser"])
+    sampler_cls = registry.load("sampler", cfg["sampler"]["name"])
+    masses = cfgmod.sampler_masses(arch, cfg["sampler"]["mass"])
+    engine = ReplicaExchange(sampler_cls, potential, ladder if ladder is not None else cfg.ladder,
+                             prior=prior, masses=masses,
+                             sampler_config=cfg.configs["sampler"],
+                             n_trajectories=cfg["ladder"]["n_trajectories"], swap=cfg.swap,
+                             workers=cfg["run"]["workers"])
+    plugins = {}
+    for section, role in cfgmod.PLUGIN_SECTIONS.items():
+        name = cfg[section]["name"]
+        plugins[f"{role}:{name}"] = registry.available(role)[name].as_dict()
+    return Components(cfg, split, arch, prior, potential, minimiser, engine, plugins)
+
+
+def stack_slots(slots: tuple[Any, ...]) -> dict[str, np.ndarray]:
+    """Every field of the per-slot sampler states, stacked over slots (the checkpoint's form)."""
+    fields = slots[0]._fields
+    return {name: np.stack([np.asarray(getattr(slot, name)) for slot in slots])
+            for name in fields}
+
+
+def unstack_slots(state_cls: type, arrays: dict[str, np.ndarray], n: int) -> tuple[Any, ...]:
+    """The ``n`` sampler states of class ``state_cls`` from their stacked fields."""
+    out = []
+    for k in range(n):
+        values = {}
+        for name in state_cls._fields:  # type: ignore[attr-defined]
+            if name not in arrays:
+                raise CheckpointMismatchError(f"checkpoint has no state field {name!r} of "
+                                              f"{state_cls.__name__}; was it made by another "
+                                              "sampler?")
+            value = arrays[name][k]
+            values[name] = value.item() if np.ndim(value) == 0 else np.ascontiguousarray(value)
+        out.append(state_cls(**values))
+    return tuple(out)
+
+
+def restore_streams(streams: Streams, states: list[dict[str, Any]]) -> None:
+    """Set every random stream to its checkpointed state."""
+    generators = streams.all()
+    if len(states) != len(generators):
+        raise CheckpointMismatchError(f"checkpoint holds {len(states)} random streams; this run "
+                                      f"needs {len(generators)}")
+    for generator, state in zip(generators, states, strict=True):
+        generator.bit_generator.state = state
+
+
+def blas_backend() -> str:
+    """The kernels' BLAS backend in this process (stamped into checkpoints)."""
+    from thermonet.kernels import blas
+
+    return str(blas.BACKEND)
+
+
+def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
+                   workers: int | None) -> tuple[cfgmod.RunConfig, bool]:
+    """The configuration to continue with, resolved once: the run's config.toml (which may
+    extend the run, EXTENDABLE keys, but not change it) and the command-line options, checked
+    table by table against the checkpointed configuration. Returns it and whether config.toml
+    must be rewritten."""
+    stored, renamed = cfgmod.translate_legacy(cfgmod.parse_toml(ck.config_toml), warn=False)
+    if renamed:
+        # written before [ladder] existed: its ladder table lacks the keys of today's defaults
+        stored = cfgmod.resolve(stored, warn_legacy=False).data
+    on_disk = run_dir / ckpt.CONFIG
+    doc = stored
+    if on_disk.is_file():
+        doc, _ = cfgmod.translate_legacy(cfgmod.read_toml(on_disk), warn=False)
+    commandline: dict[str, Any] = {}
+    if n_iterations is not None:
+        commandline["run.n_iterations"] = n_iterations
+    if workers is not None:
+        commandline["run.workers"] = workers
+    cfg = cfgmod.resolve(doc, commandline, "commandline", warn_legacy=False)
+    changed = cfgmod.diff(cfgmod.ResolvedConfig(stored, {}), cfg, ignore=EXTENDABLE)
+    if changed:
+        what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changed)
+        raise CheckpointMismatchError(
+            f"cannot resume {run_dir}: its config.toml differs from the checkpointed "
+            f"configuration ({what}). Restore it, or start a new run with --out")
+    # the origins recorded when the run was created, except for what this resume extends
+    cfg.sources.update({renamed.get(k, k): v for k, v in ck.config_sources.items()})
+    extended = False
+    for key in EXTENDABLE:
+        section, name = key.split(".")
+        if cfg[section][name] != stored.get(section, {}).get(name):
+            cfg.sources[key] = "commandline" if key in commandline else "config"
+            extended = True
+    return cfg, extended or bool(renamed)
+
+
+def initial_state(components: Components, streams: Streams) -> REState:
+    """The replicas after the initialisation: minimised (or read from ``[init] params``) and
+    burnt in."""
+    cfg = components.cfg
+    engine = components.engine
+    init = cfg["init"]
+    if init["params"]:
+        from thermonet.params import load_params
+
+        theta = load_params(init["params"], components.arch.n_params)
+        state = engine.init(theta)
+        slots = tuple(engine.samplers[k].adapt(state.slots[k], streams.slots[k], factor=0.1)
+                      for k in range(engine.n_slots))
+        return REState(slots, state.replica_k)
+    minimiser = components.minimiser if init["minimise"] else None
+    return engine.burn_in(components.arch.initial_draw, streams, minimiser=minimiser,
+                          blocks=tuple(init["burn_in"]))
+
+
+def adapt_ladder_rounds(components: Components, state: REState, streams: Streams,
+                        counters: dict[str, Any]) -> REState:
+    """The state after the ladder's warm-up rounds, if ``[ladder] adapt_rounds`` asks for
+    them (recorded in ``counters``)."""
+    cfg = components.cfg
+    lad = cfg["ladder"]
+    if not lad["adapt_rounds"]:
+        return state
+    log.info("adapting the ladder: %d rounds from %d iterations", lad["adapt_rounds"],
+             lad["adapt_round_length"])
+    state, rounds = adapt_ladder(components.engine, state, streams, rounds=lad["adapt_rounds"],
+                                 first_length=lad["adapt_round_length"], anchors=lad["anchors"],
+                                 adapt_factor=cfg["run"]["adapt_factor"])
+    counters["ladder_rounds"] = rounds
+    log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)", rounds[-1]["barrier"])
+    return state
+
+
+__all__ = ["EXTENDABLE", "Components", "adapt_ladder_rounds", "blas_backend", "build",
+           "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots"]
