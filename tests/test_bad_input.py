@@ -196,7 +196,19 @@ def test_multi_vector_file_says_how_for_a_config(tmp_path: pathlib.Path) -> None
     with pytest.raises(ParameterFileError) as exc:
         load_params(path, 4)
     msg = one_line(exc.value)
-    assert "--index 0..2" in msg and "[init] params" in msg and "np.save" in msg
+    assert "--index 0..2" in msg and "params_index = 0..2" in msg
+    # and a run config can pick the row
+    cfg = tmp_path / "c.toml"
+    np.save(tmp_path / "many2.npy", np.stack([np.full(2, 0.1 * r) for r in range(3)]))
+    cfg.write_text(f'[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
+                   f'[init]\nparams = "{tmp_path / "many2.npy"}"\nparams_index = 2\n'
+                   '[run]\nn_iterations = 1\n')
+    from thermonet.runner import Run, detach_log
+
+    run = Run.create(cfgmod.load(cfg), tmp_path / "r")
+    run.close()
+    detach_log()
+    assert run.state.slots[0].theta.tolist() == [0.2, 0.2]
 
 
 # -- plugins at the start of a run ----------------------------------------------------------------

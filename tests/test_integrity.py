@@ -83,10 +83,11 @@ def run_dir(made, tmp_path):
 
 
 def _snapshot(d: Path) -> dict[str, tuple[str, int]]:
-    """Every file under d: content digest and modification time."""
+    """Every file under d but the run directory's lock (which `resume` takes, and empties
+    again, before it refuses): content digest and modification time."""
     return {str(p.relative_to(d)): (hashlib.sha256(p.read_bytes()).hexdigest(),
                                     p.stat().st_mtime_ns)
-            for p in sorted(d.rglob("*")) if p.is_file()}
+            for p in sorted(d.rglob("*")) if p.is_file() and p.name != ".thermonet.lock"}
 
 
 def _refused(d: Path, *match: str) -> None:
@@ -260,15 +261,17 @@ def test_an_intact_run_resumes_bit_identically(made, tmp_path):
 
 
 def test_a_segment_beyond_the_checkpoint_is_a_crash_leftover(made, tmp_path):
-    """A segment written before a crash replaced the checkpoint is not part of the run: it is
-    accepted on reading and removed by resume, which regenerates it identically."""
+    """A segment of this run written before a crash replaced the checkpoint is not part of the
+    run: it is accepted on reading and removed by resume, which regenerates it identically."""
     half = Path(shutil.copytree(made["half"], tmp_path / "half"))
-    shutil.copy(made["run"] / "trace" / "it000000007-000000009.h5", half / "trace")
+    ahead = Path(shutil.copytree(made["half"], tmp_path / "ahead"))
+    res = CliRunner().invoke(main, ["-q", "resume", str(ahead), "--iterations", "9"])
+    assert res.exit_code == 0, res.output
+    shutil.copy(ahead / "trace" / "it000000007-000000009.h5", half / "trace")
     assert ckpt.read_checkpoint(half).iteration == 6
     res = CliRunner().invoke(main, ["-q", "resume", str(half), "--iterations", "9"])
     assert res.exit_code == 0, res.output
-    assert np.array_equal(trace.read_trace(half)["energy_k"],
-                          trace.read_trace(made["run"], through=9)["energy_k"])
+    assert np.array_equal(trace.read_trace(half)["energy_k"], trace.read_trace(ahead)["energy_k"])
 
 
 def test_checksums_cover_what_the_reader_sees(run_dir):
@@ -353,3 +356,26 @@ def test_overwrite_still_discards_a_damaged_run(made, run_dir):
 
 def test_integrity_errors_are_checkpoint_errors():
     assert issubclass(IntegrityError, CheckpointError)
+
+
+def test_a_damaged_checkpoint_is_refused_as_a_parameter_file_too(tmp_path):
+    """`thermonet evaluate --params DIR/checkpoint.h5` reads state/theta: a flipped element is
+    caught by its checksum there as well."""
+    import h5py
+
+    from thermonet import config as cfgmod
+    from thermonet.errors import ParameterFileError
+    from thermonet.params import load_params
+    from thermonet.runner import Run, detach_log
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\nname = "none"\n[architecture]\nname = "gaussian"\nn = 3\n'
+                   '[init]\nminimise = false\nburn_in = [1]\n[run]\nn_iterations = 2\n')
+    Run.create(cfgmod.load(cfg), tmp_path / "r").run()
+    detach_log()
+    ck = tmp_path / "r" / "checkpoint.h5"
+    assert load_params(ck, 3, index=0).shape == (3,)
+    with h5py.File(ck, "r+") as fh:
+        fh["state/theta"][0, 1] += 1.0
+    with pytest.raises(ParameterFileError, match="fails its checksum"):
+        load_params(ck, 3, index=0)

@@ -22,6 +22,7 @@ from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main
 from thermonet.io.atomic import TEMP_SUFFIX, temp_path
+from thermonet.io.digest import sign
 from thermonet.io.lock import LOCK_NAME, DirLock, RunLockedError
 from thermonet.runner import Run, detach_log
 
@@ -128,6 +129,7 @@ def test_a_refused_resume_changes_nothing(gauss_cfg, tmp_path):
     # refused late, after the configuration was resolved: the stored energies do not match
     with h5py.File(out / "checkpoint.h5", "r+") as fh:
         fh["state/energy"][0] += 1.0
+        sign(fh)        # a consistent checkpoint of other data, not a damaged file
     before = _snapshot(out)
     res = _invoke("-q", "resume", out, "--iterations", "20")
     assert res.exit_code != 0 and "E(theta) of slot 0" in _one_error_line(res)
@@ -161,12 +163,12 @@ def test_resume_refuses_trace_segments_of_another_run(gauss_cfg, tmp_path):
         assert _invoke("-q", "run", gauss_cfg, "--out", out, "--seed", seed, "--set",
                        "run.n_iterations=6").exit_code == 0
     name = "it000000001-000000003.h5"
+    uuid_a, uuid_b = ckpt.read_checkpoint(a).run_uuid, ckpt.read_checkpoint(b).run_uuid
     shutil.copy(b / "trace" / name, a / "trace" / name)
     before = _snapshot(a)
     res = _invoke("-q", "resume", a, "--iterations", "12")
     assert res.exit_code != 0
     line = _one_error_line(res)
-    uuid_a, uuid_b = ckpt.read_checkpoint(a).run_uuid, ckpt.read_checkpoint(b).run_uuid
     assert name in line and uuid_a in line and uuid_b in line and "move it" in line
     assert _snapshot(a) == before
 

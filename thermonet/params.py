@@ -22,6 +22,7 @@ import numpy as np
 
 from thermonet.api import as_theta
 from thermonet.errors import ParameterFileError
+from thermonet.io.digest import DATASET_ATTR, array_digest
 from thermonet.types import FloatArray
 
 HDF5_KEYS = ("state/theta", "theta", "x")
@@ -32,9 +33,8 @@ def _pick_row(arr: np.ndarray, index: int | None, path: Path, n_params: int) -> 
         if index is None:
             raise ParameterFileError(
                 f"{path} holds {arr.shape[0]} parameter vectors (shape {arr.shape}); choose one "
-                f"with --index 0..{arr.shape[0] - 1} on the command line; for [init] params "
-                "save that one row to its own file first, e.g. python -c \"import numpy as np; "
-                f"np.save('one.npy', np.load('{path}')[0])\"")
+                f"with --index 0..{arr.shape[0] - 1} on the command line, or with [init] "
+                f"params_index = 0..{arr.shape[0] - 1} in a run config")
         if not -arr.shape[0] <= index < arr.shape[0]:
             raise ParameterFileError(f"--index {index} is out of range for {path}, which holds "
                                      f"{arr.shape[0]} vectors")
@@ -144,7 +144,15 @@ def _read_hdf5(path: Path) -> Any:
     with fh:
         for key in HDF5_KEYS:
             if key in fh and isinstance(fh[key], h5py.Dataset):
-                return fh[key][()]
+                value = fh[key][()]
+                expected = fh[key].attrs.get(DATASET_ATTR)
+                # a thermonet checkpoint signs its datasets: a damaged one is refused here too
+                if expected is not None and array_digest(value) != expected:
+                    raise ParameterFileError(
+                        f"{path}: dataset {key} fails its checksum (the file is damaged); "
+                        "expected the parameters it was written with. Restore the file from "
+                        "a backup, or take the parameters from another checkpoint")
+                return value
     raise ParameterFileError(f"{path} has none of the datasets {', '.join(HDF5_KEYS)}; expected "
                              "a thermonet HDF5 file holding a parameter vector")
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from thermonet.errors import CheckpointFormatError, ConfigError
+from thermonet.errors import CheckpointFormatError, ConfigError, IntegrityError
 from thermonet.io.trace import list_segments
 from thermonet.types import FloatArray
 
@@ -142,7 +142,12 @@ class SampleStore:
                 raise CheckpointFormatError(f"trace segment {path} is unreadable "
                                                  f"({err})") from None
             with fh:
-                if fh.attrs.get("run_uuid") != run_uuid or "samples" not in fh:
+                if fh.attrs.get("run_uuid") != run_uuid:
+                    raise IntegrityError(
+                        f"trace segment {path} belongs to another run (run id "
+                        f"{fh.attrs.get('run_uuid')!r}, this run {run_uuid!r}); move it out of "
+                        f"{run_dir / 'trace'}")
+                if "samples" not in fh:
                     continue
                 it = fh["samples/iteration"][()]
                 self.parts.append((path, it))

@@ -92,6 +92,8 @@ INIT_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                                     "a list of non-negative integers"),
                 "burn-in blocks: coarse dt adaptation then that many trajectories each"),
     "params": ("", (str,), None, "start every replica from this parameter file instead"),
+    "params_index": (None, (int,), _NONNEG_INT,
+                     "row of a multi-vector params file (.npy of shape (n, n_params))"),
 }
 #: ``[sampler] mass``: unit masses, the fan-in k_i, or the architecture's masses()
 MASS_KINDS = ("unit", "fan_in", "architecture")

@@ -62,7 +62,7 @@ def contents(run_dir: Path) -> Contents:
     """What ``run_dir`` holds."""
     run_dir = Path(run_dir)
     return Contents((run_dir / ckpt.CHECKPOINT).exists(), config_owner(run_dir / ckpt.CONFIG),
-                    len(trace.list_segments(run_dir)))
+                    len(trace.segment_files(run_dir)))
 
 
 def check_new_run(run_dir: Path, *, overwrite: bool, n_iterations: int) -> None:
@@ -129,7 +129,7 @@ def remove_legacy_temps(run_dir: Path) -> list[Path]:
 def foreign_segments(run_dir: Path, run_uuid: str) -> list[tuple[Path, str]]:
     """Trace segments of ``run_dir`` that do not carry ``run_uuid``, with the id they carry."""
     out = []
-    for _first, _last, path in trace.list_segments(run_dir):
+    for _first, _last, path in trace.segment_files(run_dir):
         try:
             with open_h5(path, trace.TRACE_FORMAT, what="thermonet trace segment") as fh:
                 found = str(fh.attrs.get("run_uuid", ""))

@@ -53,9 +53,9 @@ def recovery(run_dir: Path) -> str:
             f"{Path(run_dir) / 'config.toml'} --out NEW_DIR` (the same seed repeats it exactly)")
 
 
-def _scan(run_dir: Path) -> list[tuple[int, int, Path]]:
-    """Every file named like a segment, in order, unchecked (trimming must work on a broken
-    trace too)."""
+def segment_files(run_dir: Path) -> list[tuple[int, int, Path]]:
+    """Every file named like a segment, as (first, last, path) in order, unchecked: trimming,
+    overwriting and the ownership checks must work on a broken trace too."""
     tdir = Path(run_dir) / TRACE_DIR
     if not tdir.is_dir():
         return []
@@ -129,7 +129,7 @@ def list_segments(run_dir: Path, through: int | None = None) -> list[tuple[int, 
     IntegrityError
         If iterations are missing (:func:`check_tiling`).
     """
-    return check_tiling(Path(run_dir), _scan(Path(run_dir)), through)
+    return check_tiling(Path(run_dir), segment_files(Path(run_dir)), through)
 
 
 def _axes(name: str, ndim: int, axes: Mapping[str, str] | None) -> str:
@@ -183,7 +183,7 @@ def write_segment(run_dir: Path, run_uuid: str, rows: dict[str, list[Any]],
 def trim(run_dir: Path, iteration: int) -> list[Path]:
     """Remove trace segments beyond ``iteration`` and leftover temporary files."""
     removed = []
-    for _first, last, path in _scan(run_dir):
+    for _first, last, path in segment_files(run_dir):
         if last > iteration:
             path.unlink()
             removed.append(path)
@@ -329,6 +329,20 @@ def read_trace(run_dir: str | Path, *, samples: bool = False, run_uuid: str | No
     return out
 
 
-__all__ = ["FORMAT_VERSION", "READABLE_VERSIONS", "SIGNED_FROM", "TRACE_DIR", "TRACE_FORMAT",
-           "check_tiling", "list_segments", "read_segment", "read_trace", "recovery",
-           "segment_name", "trim", "verify", "write_segment"]
+__all__ = [
+    "FORMAT_VERSION",
+    "READABLE_VERSIONS",
+    "SIGNED_FROM",
+    "TRACE_DIR",
+    "TRACE_FORMAT",
+    "check_tiling",
+    "list_segments",
+    "read_segment",
+    "read_trace",
+    "recovery",
+    "segment_files",
+    "segment_name",
+    "trim",
+    "verify",
+    "write_segment",
+]

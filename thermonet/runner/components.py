@@ -179,7 +179,8 @@ def initial_state(components: Components, streams: Streams) -> REState:
     if init["params"]:
         from thermonet.params import load_params
 
-        theta = load_params(init["params"], components.arch.n_params)
+        theta = load_params(init["params"], components.arch.n_params,
+                            index=init["params_index"])
         state = engine.init(theta)
         slots = tuple(engine.samplers[k].adapt(state.slots[k], streams.slots[k], factor=0.1)
                       for k in range(engine.n_slots))
