@@ -387,6 +387,8 @@ def test_minimise_writes_its_result_atomically(tmp_path, monkeypatch):
     res = _invoke("minimise", "--arch", "M1", "--data", "D50", "--test", "official",
                   "--set", "max_steps=2", "--out", out)
     assert res.exit_code != 0
+    line = _one_error_line(res)                              # no traceback
+    assert "disk full while writing" in line and "repeats the result exactly" in line
     assert out.read_bytes() == b"the previous result"       # never half a file
     assert not list(tmp_path.glob("*" + TEMP_SUFFIX))
     monkeypatch.setattr(np, "save", real)

@@ -258,10 +258,27 @@ def _save_params(path: str, theta: Any) -> None:
     from thermonet.io.atomic import write_npy, write_text
 
     theta = np.asarray(theta, dtype=np.float64)
-    if Path(path).suffix.lower() == ".json":
-        write_text(path, json.dumps({"x": theta.tolist()}) + "\n")
-    else:
-        write_npy(path, theta)
+    try:
+        if Path(path).suffix.lower() == ".json":
+            write_text(path, json.dumps({"x": theta.tolist()}) + "\n")
+        else:
+            write_npy(path, theta)
+    except OSError as err:
+        raise _output_error(err, path) from None
+
+
+def _output_error(err: OSError, path: Any) -> Any:
+    """One line for a failed write of a result: nothing partial is left, and the computation
+    repeats exactly from the same command (its seed fixes it)."""
+    import errno
+
+    from thermonet.errors import ThermonetError
+
+    what = {errno.ENOSPC: "disk full", errno.EFBIG: "file-size limit (ulimit -f) reached"}.get(
+        err.errno or 0, f"cannot write ({err.strerror or err})")
+    return ThermonetError(f"{what} while writing {path}; no partial file was left, and the same "
+                          "command with the same seed repeats the result exactly: free space "
+                          "(or choose another --out) and run it again")
 
 
 def _jsonable_config(mini: Any) -> dict[str, Any]:
@@ -391,7 +408,10 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     line.close()
     if out_path is not None:
         assert res.params is not None  # kept: keep_params=True
-        write_npy(out_path, res.params)
+        try:
+            write_npy(out_path, res.params)
+        except OSError as err:
+            raise _output_error(err, out_path) from None
     summary = res.summary()
     summary["seconds"] = line.elapsed()
     if out_path is not None:
