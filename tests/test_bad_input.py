@@ -449,3 +449,28 @@ def test_fuzz_run_configs_and_parameter_files(tmp_path: pathlib.Path) -> None:
     fuzz_config()
     fuzz_params()
     assert time.monotonic() - t0 < 60
+
+
+def test_a_refused_write_is_one_line(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+                                     ) -> None:
+    """A read-only directory (simulated: the sandbox runs as root, which bypasses modes)."""
+    from click.testing import CliRunner
+
+    from thermonet.cli import main
+    from thermonet.io import atomic
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
+                   '[init]\nminimise = false\nburn_in = [1]\n[run]\nn_iterations = 2\n')
+    assert CliRunner().invoke(main, ["-q", "run", str(cfg), "--out", str(tmp_path / "r")]
+                              ).exit_code == 0
+
+    def refuse(path: Any, write: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(atomic, "write_atomic", refuse)
+    res = CliRunner().invoke(main, ["analyse", str(tmp_path / "r")])
+    assert res.exit_code == 1
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("Error: cannot write") and "Permission denied" in last
+    assert "Traceback" not in res.output

@@ -57,6 +57,14 @@ class LazyGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             raise click.ClickException(str(err)) from None
+        except (PermissionError, IsADirectoryError, NotADirectoryError) as err:
+            # a file system that refuses a write (read-only directory or mount): the writes are
+            # atomic, so nothing already saved was touched
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise click.ClickException(
+                f"cannot write {err.filename}: {err.strerror}; nothing already saved was "
+                "changed: make the directory writable or choose another --out") from None
 
 
 def _broken_command(name: str, err: Exception) -> click.Command:
