@@ -210,6 +210,7 @@ def test_a_second_process_on_a_run_directory_is_refused(gauss_cfg, tmp_path):
 
 # --- 6. SIGINT and SIGTERM -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigint_and_sigterm_stop_at_a_safe_point_and_resume_is_exact(tmp_path):
     cfg = tmp_path / "long.toml"
     cfg.write_text(GAUSS.replace("n_iterations = 12", "n_iterations = 1500")

@@ -181,6 +181,7 @@ def test_a_one_rung_ladder_draws_nothing_from_the_swap_stream():
 
 # --- statistics and determinism --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_replica_exchange_recovers_mode_weights_where_hmc_is_stuck():
     """Well-separated two-mode mixture: mode weights at T are ∝ pi_j^(1/T) s_j."""
     arch = GaussianMixture(means=[[-4.0], [4.0]], widths=[0.5, 0.5], weights=[0.3, 0.7],
