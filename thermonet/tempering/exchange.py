@@ -134,6 +134,8 @@ class ReplicaExchange:
         self.sampler_cls = sampler_cls
         self.sampler_config = config
         self.masses_given = masses
+        #: per-slot masses set by the warm-up (:meth:`set_masses`); None: ``masses`` everywhere
+        self.masses_k: list[Any] | None = None
         self.samplers: list[Any] = []
         self._build_samplers(ladder)
         self.masses = self.samplers[0].masses
@@ -148,10 +150,22 @@ class ReplicaExchange:
                 self.potential if k == 0 else self.potential.copy())
             finite = float(t) if math.isfinite(t) else 1.0
             sampler = self.sampler_cls(potential, prior=self.prior, temperature=finite,
-                                       masses=self.masses_given, config=self.sampler_config)
+                                       masses=(self.masses_given if self.masses_k is None
+                                               else self.masses_k[k]),
+                                       config=self.sampler_config)
             samplers.append(PriorRung(sampler, self.prior) if math.isinf(t) else sampler)
         self.samplers = samplers
         self.ladder = ladder
+
+    def set_masses(self, masses_k: Sequence[Any]) -> None:
+        """Give slot k the masses ``masses_k[k]`` (shape ``(n_params,)``, positive): the
+        warm-up's per-rung estimate (:func:`thermonet.tempering.warmup.adapt_masses`). Each
+        slot keeps its potential; the momenta are redrawn at every transition, so a state
+        stays valid."""
+        if len(masses_k) != self.n_slots:
+            raise ConfigError(f"{len(masses_k)} mass arrays for {self.n_slots} slots")
+        self.masses_k = [np.ascontiguousarray(m, dtype=np.float64) for m in masses_k]
+        self._build_samplers(self.ladder)
 
     def set_ladder(self, ladder: Ladder) -> None:
         """Move the rungs to ``ladder`` (same number of rungs): each slot keeps its potential

@@ -62,4 +62,33 @@ def adapt_ladder(engine: ReplicaExchange, state: REState, streams: Streams, *, r
     return state, records
 
 
-__all__ = ["adapt_ladder", "anchor_slots"]
+def adapt_masses(engine: ReplicaExchange, state: REState, streams: Streams, *,
+                 n_iterations: int, first_iteration: int = 1,
+                 adapt_factor: float = 0.9) -> REState:
+    """Estimate a diagonal mass matrix per rung from ``n_iterations`` iterations and install it.
+
+    The masses of rung k are the inverse of the variances of the parameters sampled there,
+    regularised towards 1 as Stan does (``var_reg = n/(n+5) var + 1e-3 * 5/(n+5)``), so that
+    HMC's momenta match each direction's scale at that temperature (the layers of M(3) differ
+    in scale by an order of magnitude, and the spread grows with T). The step sizes are then
+    re-tuned. Like the ladder, the masses are frozen before production.
+    """
+    n = int(n_iterations)
+    k = engine.n_slots
+    total = np.zeros((k, engine.potential.n_params))
+    total_sq = np.zeros_like(total)
+    iteration = int(first_iteration) - 1
+    for _ in range(n):
+        iteration += 1
+        state, _ = engine.step(state, streams, iteration=iteration)
+        theta = np.stack([s.theta for s in state.slots])
+        total += theta
+        total_sq += theta * theta
+    mean = total / n
+    var = np.maximum(total_sq / n - mean * mean, 0.0) * n / max(n - 1, 1)
+    reg = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+    engine.set_masses(list(1.0 / reg))
+    return engine.adapt(state, streams, factor=adapt_factor)
+
+
+__all__ = ["adapt_ladder", "adapt_masses", "anchor_slots"]
