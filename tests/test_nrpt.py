@@ -289,3 +289,25 @@ def test_per_rung_masses_from_warm_up_match_the_scales_and_keep_the_chain_exact(
     for j, t in enumerate(ladder.temperature_k[:-1]):
         m, err = batch_means(e[:, j])
         assert abs(m - 1.5 * t) < Z * err, (t, m, err)
+
+
+def test_per_rung_masses_are_checkpointed_and_resume_bit_for_bit(nrpt_cfg, tmp_path):
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(nrpt_cfg.read_text().replace("adapt_rounds = 3", "adapt_rounds = 2\n"
+                                                "adapt_masses = 20"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    run = Run.create(cfgmod.load(cfg), a).run()
+    detach_log()
+    masses = np.stack(run.components.engine.masses_k)
+    assert masses.shape == (6, 3) and not np.allclose(masses, 1.0)
+    from thermonet.io.checkpoint import read_checkpoint
+
+    assert np.array_equal(read_checkpoint(a).masses_k, masses)
+    Run.create(cfgmod.load(cfg, {"run.n_iterations": 10}), b).run()
+    detach_log()
+    Run.open(b, n_iterations=30).run()
+    detach_log()
+    ta, tb = _tree(a), _tree(b)
+    assert ta.keys() == tb.keys()
+    for key in ta:
+        assert np.array_equal(ta[key], tb[key]), key

@@ -141,6 +141,10 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                       "ladder is used as given")),
     "adapt_round_length": (8, (int,), _POS_INT,
                            "iterations of the first ladder-adaptation round"),
+    "adapt_masses": (0, (int,), _NONNEG_INT,
+                     ("warm-up iterations (after any ladder adaptation) from which each rung's "
+                      "diagonal mass matrix is estimated (inverse sampled variances), then "
+                      "frozen; 0: the [sampler] mass setting at every rung")),
     "anchors": ([], (list,), _POSITIVE_LIST,
                 ("temperatures of the initial ladder that ladder adaptation never moves "
                  "(e.g. [1.0] to keep the posterior's own rung); the two ends never move")),

@@ -76,6 +76,9 @@ class Checkpoint:
     thermonet_version : str
     created_utc : str
     blas_backend : str
+    masses_k : ndarray of float64, shape (K, n_params), optional
+        Per-rung masses estimated in warm-up (``[ladder] adapt_masses``); None: the
+        configuration's masses at every rung.
         The kernels' BLAS backend of the process that wrote the checkpoint, handed in by the
         writer ("" for checkpoints from before it was recorded).
     """
@@ -93,6 +96,7 @@ class Checkpoint:
     thermonet_version: str = __version__
     created_utc: str = ""
     blas_backend: str = ""
+    masses_k: np.ndarray | None = None
 
 
 def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
@@ -118,6 +122,8 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
         ladder = fh.create_group("ladder")
         ladder.create_dataset("temperature_k", data=ck.temperatures).attrs["axes"] = "slot"
         ladder.create_dataset("replica_k", data=ck.replica_k).attrs["axes"] = "slot"
+        if ck.masses_k is not None:
+            ladder.create_dataset("masses_k", data=ck.masses_k).attrs["axes"] = "slot,param"
         digest.sign(fh)
 
     write_h5(path, fill)
@@ -177,6 +183,7 @@ def read_checkpoint(path: str | Path, *, check_trace: bool = True) -> Checkpoint
                 thermonet_version=str(fh.attrs["thermonet_version"]),
                 created_utc=str(fh.attrs.get("created_utc", "")),
                 blas_backend=str(fh.attrs.get("blas_backend", "")),
+                masses_k=arrays.get("ladder/masses_k"),
             )
         except (KeyError, ValueError, OSError) as err:
             raise CheckpointFormatError(f"{path} is incomplete or corrupt ({err}); expected a "

@@ -198,6 +198,8 @@ class Run:
         # an adapted ladder was frozen at the end of the warm-up: the checkpoint holds it
         components = build(cfg, Ladder(ck.temperatures) if adapted else None)
         engine = components.engine
+        if ck.masses_k is not None:          # per-rung masses frozen at the end of the warm-up
+            engine.set_masses(list(ck.masses_k))
         streams = engine.make_streams(cfg["run"]["seed"])
         restore_streams(streams, ck.rng_states)
         slots = unstack_slots(type(engine.samplers[0]).State, ck.slots, engine.n_slots)
@@ -239,7 +241,9 @@ class Run:
                         for generator in self.streams.all()],
             slots=stack_slots(self.state.slots), replica_k=self.state.replica_k,
             temperatures=self.components.engine.ladder.temperature_k, counters=self.counters,
-            created_utc=self.created, blas_backend=blas_backend())
+            created_utc=self.created, blas_backend=blas_backend(),
+            masses_k=(None if self.components.engine.masses_k is None
+                      else np.stack(self.components.engine.masses_k)))
         _write(self.dir / ckpt.CHECKPOINT, self.dir, self.committed,
                lambda: ckpt.write_checkpoint(self.dir, ck))
         self.committed = self.iteration

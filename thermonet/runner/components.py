@@ -19,7 +19,7 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError
 from thermonet.io import checkpoint as ckpt
 from thermonet.tempering import Ladder, ReplicaExchange, REState, Streams
-from thermonet.tempering.warmup import adapt_ladder
+from thermonet.tempering.warmup import adapt_ladder, adapt_masses
 
 log = logging.getLogger("thermonet.run")
 
@@ -196,15 +196,24 @@ def adapt_ladder_rounds(components: Components, state: REState, streams: Streams
     them (recorded in ``counters``)."""
     cfg = components.cfg
     lad = cfg["ladder"]
-    if not lad["adapt_rounds"]:
-        return state
-    log.info("adapting the ladder: %d rounds from %d iterations", lad["adapt_rounds"],
-             lad["adapt_round_length"])
-    state, rounds = adapt_ladder(components.engine, state, streams, rounds=lad["adapt_rounds"],
-                                 first_length=lad["adapt_round_length"], anchors=lad["anchors"],
-                                 adapt_factor=cfg["run"]["adapt_factor"])
-    counters["ladder_rounds"] = rounds
-    log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)", rounds[-1]["barrier"])
+    done = 0
+    if lad["adapt_rounds"]:
+        log.info("adapting the ladder: %d rounds from %d iterations", lad["adapt_rounds"],
+                 lad["adapt_round_length"])
+        state, rounds = adapt_ladder(components.engine, state, streams,
+                                     rounds=lad["adapt_rounds"],
+                                     first_length=lad["adapt_round_length"],
+                                     anchors=lad["anchors"],
+                                     adapt_factor=cfg["run"]["adapt_factor"])
+        counters["ladder_rounds"] = rounds
+        done = sum(r["iterations"] for r in rounds)
+        log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)",
+                 rounds[-1]["barrier"])
+    if lad["adapt_masses"]:
+        log.info("estimating per-rung masses from %d iterations", lad["adapt_masses"])
+        state = adapt_masses(components.engine, state, streams,
+                             n_iterations=lad["adapt_masses"], first_iteration=done + 1,
+                             adapt_factor=cfg["run"]["adapt_factor"])
     return state
 
 
