@@ -245,6 +245,8 @@ def test_the_prior_rung_is_not_flagged_for_accepting_every_draw(nrpt_cfg, tmp_pa
     detach_log()
     out = CliRunner().invoke(main, ["info", str(tmp_path / "r")]).output
     assert "verdict" in out and "rung 5 accepts" not in out     # slot 5 is T = inf
+    line = next(ln for ln in out.splitlines() if ln.startswith("ladder"))
+    assert "adapted in 3 warm-up rounds (28 iterations)" in line and line.count("->") == 2
 
 
 def test_the_barrier_plot_draws_the_measured_rejection(nrpt_cfg, tmp_path):

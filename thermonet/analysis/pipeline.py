@@ -378,6 +378,9 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     out["verdict"] = str(mx.verdict)
     out["verdict_reasons"] = list(mx.verdict.reasons)
     out["verdict_flags"] = list(mx.verdict.flags)
+    # the warm-up's ladder adaptation, if any: each round's barrier estimate and ladder
+    out["ladder_rounds"] = list(ck.counters.get("ladder_rounds", []))
+    out["per_rung_masses"] = ck.masses_k is not None
     if k > 1 and n > 0:
         att = tr["swap_attempted_k"].sum(axis=0)
         accd = tr["swap_accepted_k"].sum(axis=0)

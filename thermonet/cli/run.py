@@ -138,6 +138,13 @@ def info(run_dir: str, as_json: bool) -> None:
                f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
     click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
                f"round trips {s['round_trips']};  restarts {s['restarts']}")
+    rounds = s.get("ladder_rounds") or []
+    if rounds:
+        path = " -> ".join(f"{r['barrier']:.3g}" for r in rounds)
+        click.echo(f"ladder     adapted in {len(rounds)} warm-up rounds "
+                   f"({sum(r['iterations'] for r in rounds)} iterations), barrier Lambda "
+                   f"{path}, then frozen" + ("; per-rung masses" if s.get("per_rung_masses")
+                                             else ""))
     click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10}")
     for k, t in enumerate(s["temperatures"]):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
