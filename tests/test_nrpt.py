@@ -313,3 +313,22 @@ def test_per_rung_masses_are_checkpointed_and_resume_bit_for_bit(nrpt_cfg, tmp_p
     assert ta.keys() == tb.keys()
     for key in ta:
         assert np.array_equal(ta[key], tb[key]), key
+
+
+def test_a_rung_that_stops_accepting_is_flagged_in_the_progress(tmp_path):
+    """A potential far stiffer than the step size allows (one adaptation round cannot reach
+    dt ~ 1e-3): every trajectory is rejected, and the progress record names the rungs (never
+    the prior rung, which always accepts)."""
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(RUN.replace("n_temperatures = 5\nt_min = 0.1\nt_max = 4.0\n", "")
+                   .replace("adapt_rounds = 3", "adapt_rounds = 0")
+                   .replace("burn_in = [3]", "burn_in = []")
+                   .replace("prior_scale = 12.0", "prior_scale = 12.0\nstiffness = 1e6")
+                   .replace("n_leapfrog = 4", "n_leapfrog = 4\nstep_size = 5.0\n"
+                            "adapt_trajectories = 1\nadapt_max_rounds = 1"))
+    reports = []
+    Run.create(cfgmod.load(cfg), tmp_path / "r").run(reports.append)
+    detach_log()
+    last = reports[-1]
+    assert 0 in last.frozen and 5 not in last.frozen
+    assert all(r.frozen == () for r in reports[:19])             # not before a full window

@@ -63,6 +63,14 @@ class RunProgress:
         msg = (f"iteration {done}/{total}  acc {report.acceptance:.2f}  "
                f"swap {report.swap_acceptance:.2f}  E(T_min) {report.energy:.4g}  "
                f"{rate:.2f} it/s  ETA {clock(eta) if math.isfinite(eta) else '--'}")
+        frozen = getattr(report, "frozen", ())
+        if frozen:
+            from thermonet.runner import FROZEN_WINDOW
+
+            # loud: a rung that accepts nothing is not sampling (step size too large)
+            msg += (f"  FROZEN: slot{'s' if len(frozen) > 1 else ''} "
+                    f"{', '.join(map(str, frozen))} accepted nothing in the last "
+                    f"{FROZEN_WINDOW} iterations")
         if self.tty:
             width = 24
             filled = int(width * done / max(total, 1))

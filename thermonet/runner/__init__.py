@@ -65,6 +65,12 @@ class RunProgress(NamedTuple):
     acceptance: float         #: fraction of accepted transitions since ``start``
     swap_acceptance: float    #: fraction of accepted swaps since ``start``
     energy: float             #: E at the coldest slot
+    #: sampled slots that accepted no transition in the last :data:`FROZEN_WINDOW` iterations
+    frozen: tuple[int, ...] = ()
+
+
+#: iterations over which a slot that accepts nothing is reported as frozen in the progress
+FROZEN_WINDOW = 20
 
 # --- the run ------------------------------------------------------------------------------------
 
@@ -294,6 +300,10 @@ class Run:
         samples: list[tuple[int, np.ndarray]] = []
         t_last = time.monotonic()
         n_accepted = n_transitions = n_swaps_accepted = n_swaps_attempted = 0
+        # recent acceptances per slot, for a loud flag on a rung that has stopped moving (a
+        # prior rung draws exactly and always accepts, so it never shows)
+        recent = np.zeros((FROZEN_WINDOW, engine.n_slots), dtype=np.int64)
+        sampled = np.isfinite(engine.ladder.temperature_k)
         while self.iteration < total:
             if stop.signum is not None:    # arrived after this iteration's commit point
                 if rows:
@@ -322,10 +332,15 @@ class Run:
                 t_last = self._add_elapsed(t_last)
                 self._commit(rows, samples)
                 rows, samples = {}, []
+            recent[(i - start - 1) % FROZEN_WINDOW] = info.n_accepted_k
             if progress is not None:
+                frozen: tuple[int, ...] = ()
+                if i - start >= FROZEN_WINDOW:
+                    frozen = tuple(int(k) for k in np.flatnonzero(
+                        (recent.sum(axis=0) == 0) & sampled))
                 progress(RunProgress(i, total, start, n_accepted / max(n_transitions, 1),
                                      n_swaps_accepted / max(n_swaps_attempted, 1),
-                                     float(info.energy_k[0])))
+                                     float(info.energy_k[0]), frozen))
         log.info("run finished at iteration %d", self.iteration)
         return self
 
