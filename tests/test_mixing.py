@@ -327,3 +327,26 @@ def test_assess_matches_its_parts(tiny_runs):
     assert m.verdict.mixed == (m.passages.restarts.sum() > 0
                                and m.passages.round_trips.sum() > 0
                                and not m.acceptance.frozen.any())
+
+
+def test_ess_per_hour_is_the_ess_over_the_used_iterations_share_of_the_time(tmp_path):
+    from thermonet.analysis.pipeline import ess_per_hour, summarise
+    from thermonet.io.checkpoint import read_checkpoint
+
+    got = ess_per_hour([100.0, 50.0], n_used=80, n_iterations=100, elapsed_s=360.0)
+    assert np.allclose(got, [100.0 / 0.08, 50.0 / 0.08])          # 0.08 h for the used 80
+    assert np.all(np.isnan(ess_per_hour([1.0], 80, 100, None)))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
+                   '[init]\nminimise = false\nburn_in = [2]\n[run]\nn_iterations = 50\n'
+                   '[ladder]\nn_temperatures = 2\nt_min = 0.5\nt_max = 1.0\n')
+    from thermonet import config as cfgmod
+    from thermonet.runner import Run, detach_log
+
+    Run.create(cfgmod.load(cfg), tmp_path / "r").run()
+    detach_log()
+    s = summarise(tmp_path / "r")
+    ck = read_checkpoint(tmp_path / "r")
+    used = ck.iteration - s["discarded_iterations"]
+    hours = ck.counters["elapsed_s"] * used / ck.iteration / 3600
+    assert np.allclose(s["ess_bulk_per_hour"], np.asarray(s["ess_bulk"]) / hours)

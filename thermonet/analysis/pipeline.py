@@ -275,6 +275,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     table["rhat_train_energy"] = mx.diagnostics["rhat"]
     table["ess_bulk_train_energy"] = mx.diagnostics["ess_bulk"]
     table["ess_tail_train_energy"] = mx.diagnostics["ess_tail"]
+    table["ess_bulk_per_hour"] = ess_per_hour(mx.diagnostics["ess_bulk"], n_used, ck.iteration,
+                                              ck.counters.get("elapsed_s"))
     pairs["swap_rejection"] = mx.swaps.rejection
     pairs["swap_rejection_err"] = mx.swaps.rejection_err
     if k_n > 1 and n_used > 0:
@@ -372,6 +374,9 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     out["acceptance_err"] = [float(v) for v in mx.acceptance.error]
     out["rhat"] = [float(v) for v in mx.diagnostics["rhat"]]
     out["ess_bulk"] = [float(v) for v in mx.diagnostics["ess_bulk"]]
+    out["ess_bulk_per_hour"] = [float(v) for v in ess_per_hour(
+        mx.diagnostics["ess_bulk"], ck.iteration - start, ck.iteration,
+        ck.counters.get("elapsed_s"))]
     out["restarts"] = int(mx.passages.restarts.sum())
     out["barrier"] = mx.swaps.barrier
     out["mixed"] = mx.verdict.mixed
@@ -391,3 +396,14 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         out["swap_acceptance"] = []
         out["round_trips"] = 0
     return out
+
+
+def ess_per_hour(ess: Any, n_used: int, n_iterations: int, elapsed_s: Any) -> np.ndarray:
+    """Bulk ESS per hour of the run's wall time: the ESS of the ``n_used`` iterations over
+    their share of the elapsed time (initialisation and warm-up included in the per-iteration
+    cost, so the figure errs low). NaN without a recorded time."""
+    e = np.asarray(ess, dtype=np.float64)
+    if not elapsed_s or n_iterations <= 0 or n_used <= 0:
+        return np.full(e.shape, np.nan)
+    hours = float(elapsed_s) * n_used / n_iterations / 3600.0
+    return e / hours

@@ -34,7 +34,8 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "train_error", "train_error_err", "test_error", "test_error_err",
     "predictive_test_energy_per_point", "predictive_test_error",
     "heat_capacity", "heat_capacity_err", "tau_train_energy",
-    "rhat_train_energy", "ess_bulk_train_energy", "ess_tail_train_energy", "n_samples",
+    "rhat_train_energy", "ess_bulk_train_energy", "ess_tail_train_energy", "ess_bulk_per_hour",
+    "n_samples",
 )
 
 

@@ -127,7 +127,10 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
         click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
                    f"{_pm(m['barrier'], m['barrier_err'], 0)}")
     click.echo("mixing per temperature (training energy; R-hat of this run's two halves):")
-    click.echo(f"{'T':>9} {'accept':>12} {'R-hat':>6} {'ESS bulk':>9} {'ESS tail':>9}")
+    click.echo(f"{'T':>9} {'accept':>12} {'R-hat':>6} {'ESS bulk':>9} {'ESS tail':>9} "
+               f"{'ESS/h':>9}")
+    # analysis files written before this column existed lack it
+    per_hour = t.get("ess_bulk_per_hour", [math.nan] * len(a.temperatures))
     for k in range(len(a.temperatures)):
         acc, acc_err = t["acceptance"][k], t["acceptance_err"][k]
         mark = ""
@@ -140,7 +143,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
         click.echo(f"{t['temperature'][k]:>9.4g} {_pm(acc, acc_err, 12, '.3f')} "
                    f"{_num(t['rhat_train_energy'][k], 6, '.3f')} "
                    f"{_num(t['ess_bulk_train_energy'][k], 9, '.0f')} "
-                   f"{_num(t['ess_tail_train_energy'][k], 9, '.0f')}{mark}")
+                   f"{_num(t['ess_tail_train_energy'][k], 9, '.0f')} "
+                   f"{_num(per_hour[k], 9, '.0f')}{mark}")
     r, b = a.references, a.best
     click.echo(f"uninformed classifier: E/N = ln {m['n_classes']} = "
                f"{r['uninformed_per_point']:.4f}, error {100 * r['uninformed_error']:.0f}%")
