@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.test_runner import GAUSS as RUNNER_GAUSS
 from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main
@@ -26,33 +27,9 @@ from thermonet.errors import CheckpointError, IntegrityError
 from thermonet.io import digest, trace
 from thermonet.runner import Run, detach_log
 
-#: 12 iterations, a checkpoint every 3 (segments 1-3, 4-6, 7-9, 10-12), a sample every 2
-GAUSS = """
-[run]
-seed = 5
-n_iterations = 12
-checkpoint_every = 3
-sample_every = 2
-[data]
-name = "none"
-[architecture]
-name = "gaussian_mixture"
-means = [[-2.0, 0.0], [2.0, 0.5]]
-widths = [0.5, 0.8]
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 5
-step_size = 0.3
-[ladder]
-n_temperatures = 4
-t_min = 0.5
-t_max = 8.0
-n_trajectories = 2
-"""
+#: 12 iterations, a checkpoint every 3 (segments 1-3, 4-6, 7-9, 10-12), a sample every 2:
+#: the runner tests' configuration without production adaptation
+GAUSS = RUNNER_GAUSS.replace("adapt_every = 5\n", "")
 
 MIDDLE = "it000000004-000000006.h5"
 LAST = "it000000010-000000012.h5"

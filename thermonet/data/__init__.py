@@ -30,6 +30,7 @@ from thermonet.data._datasets import (
     official_test,
 )
 from thermonet.data._embedded import BUILD_COMMAND, EMBEDDED_PATH, build_embedded, read_embedded
+from thermonet.data._embedded import clear_cache as clear_embedded_cache
 from thermonet.data._fetch import DEFAULT_MIRRORS, fetch_mnist
 from thermonet.data._mnist import (
     DATA_ENV,
@@ -43,6 +44,7 @@ from thermonet.data._mnist import (
     mnist_dir_path,
     read_idx,
 )
+from thermonet.data._mnist import clear_cache as clear_mnist_cache
 from thermonet.data._preprocess import MEAN, STD, X_MAX, X_MIN, normalise, preprocess, resize16
 from thermonet.data._subsets import (
     EMBEDDED_SUBSETS,
@@ -100,7 +102,5 @@ __all__ = [
 
 def clear_caches() -> None:
     """Forget in-memory copies (checksums, resized MNIST, embedded arrays); files are untouched."""
-    from thermonet.data import _embedded, _mnist
-
-    _mnist.clear_cache()
-    _embedded.clear_cache()
+    clear_mnist_cache()
+    clear_embedded_cache()
