@@ -36,7 +36,8 @@ def round_trips(replica_nk: np.ndarray) -> int:
     return int(count(replica_nk))
 
 
-def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int) -> dict:
+def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int,
+               wall: str) -> dict:
     from thermonet.architectures.mlp import M3
     from thermonet.data import load_dataset
     from thermonet.priors import BoxPrior
@@ -47,7 +48,10 @@ def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int
     arch = M3()
     pot = arch.potential(load_dataset("D50"))
     prior = BoxPrior.for_architecture(arch)
-    config = HMC.Config(n_leapfrog=n_leapfrog)
+    if name == "paper":
+        config = HMC.Config(n_leapfrog=n_leapfrog)
+    else:
+        config = HMC.Config(n_leapfrog=n_leapfrog, wall=wall, step_size_jitter=0.2)
     if name == "paper":
         ladder, swap = Ladder.geometric(T_MIN, T_MAX, 112), RandomPairs()
     else:
@@ -75,11 +79,14 @@ def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int
         state, info = re.step(state, streams, iteration=i)
         replica.append(info.replica_k)
         spent += per_iteration
-    wall = time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
     trips = round_trips(np.array(replica)) if replica else 0
+    from thermonet.analysis.mixing import replica_passages
+
+    restarts = int(replica_passages(np.array(replica)).restarts.sum()) if replica else 0
     return {"scheme": name, "rungs": re.n_slots, "iterations": i, "gradients": spent,
-            "round_trips": trips, "per_million": trips / spent * 1e6, "barrier": barrier,
-            "wall_s": wall}
+            "round_trips": trips, "restarts": restarts, "per_million": trips / spent * 1e6, "barrier": barrier,
+            "wall_s": elapsed}
 
 
 def main() -> int:
@@ -89,20 +96,23 @@ def main() -> int:
     ap.add_argument("--leapfrog", type=int, default=10)
     ap.add_argument("--rungs", type=int, default=24, help="finite rungs of the NRPT ladder")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--wall", default="reflect", choices=("reflect", "endpoint"),
+                    help="box wall of NRPT's HMC (the paper scheme keeps its end-point test)")
     args = ap.parse_args()
     budget = args.budget or (4e5 if args.quick else 2e6)
     v = versions()
     print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
           f"numba {v['numba']}")
     print(f"problem : M(3) on D50, T in [{T_MIN}, {T_MAX}], HMC L = {args.leapfrog}, "
-          f"budget {budget:.3g} gradients per scheme, seed {args.seed}")
-    rows = [run_scheme(s, budget, args.leapfrog, args.rungs, args.seed)
+          f"budget {budget:.3g} gradients per scheme, seed {args.seed}, NRPT wall "
+          f"{args.wall!r} with dt jitter 0.2")
+    rows = [run_scheme(s, budget, args.leapfrog, args.rungs, args.seed, args.wall)
             for s in ("paper", "nrpt")]
     print(f"{'scheme':8s} {'rungs':>5s} {'iters':>6s} {'gradients':>10s} {'trips':>6s} "
-          f"{'per 1e6 grad':>12s} {'Lambda':>7s} {'wall s':>7s}")
+          f"{'restarts':>8s} {'per 1e6 grad':>12s} {'Lambda':>7s} {'wall s':>7s}")
     for r in rows:
         print(f"{r['scheme']:8s} {r['rungs']:5d} {r['iterations']:6d} {r['gradients']:10.3g} "
-              f"{r['round_trips']:6d} {r['per_million']:12.2f} {r['barrier']:7.3g} "
+              f"{r['round_trips']:6d} {r['restarts']:8d} {r['per_million']:12.2f} {r['barrier']:7.3g} "
               f"{r['wall_s']:7.1f}")
     paper, nrpt = rows
     if paper["round_trips"]:
