@@ -85,8 +85,8 @@ def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int
 
     restarts = int(replica_passages(np.array(replica)).restarts.sum()) if replica else 0
     return {"scheme": name, "rungs": re.n_slots, "iterations": i, "gradients": spent,
-            "round_trips": trips, "restarts": restarts, "per_million": trips / spent * 1e6, "barrier": barrier,
-            "wall_s": elapsed}
+            "round_trips": trips, "restarts": restarts, "per_million": trips / spent * 1e6,
+            "barrier": barrier, "wall_s": elapsed}
 
 
 def main() -> int:
@@ -112,8 +112,8 @@ def main() -> int:
           f"{'restarts':>8s} {'per 1e6 grad':>12s} {'Lambda':>7s} {'wall s':>7s}")
     for r in rows:
         print(f"{r['scheme']:8s} {r['rungs']:5d} {r['iterations']:6d} {r['gradients']:10.3g} "
-              f"{r['round_trips']:6d} {r['restarts']:8d} {r['per_million']:12.2f} {r['barrier']:7.3g} "
-              f"{r['wall_s']:7.1f}")
+              f"{r['round_trips']:6d} {r['restarts']:8d} {r['per_million']:12.2f} "
+              f"{r['barrier']:7.3g} {r['wall_s']:7.1f}")
     paper, nrpt = rows
     if paper["round_trips"]:
         print(f"ratio nrpt / paper: {nrpt['per_million'] / paper['per_million']:.1f}x")
