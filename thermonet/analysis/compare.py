@@ -20,7 +20,8 @@ from thermonet.io.trace import read_trace
 
 #: keys that independent runs of one configuration may differ in (the seed is the point; the
 #: others change the length or the speed of a run, not the chain it samples)
-FREE_KEYS = frozenset({"run.seed", "run.n_iterations", "run.workers", "run.checkpoint_every"})
+FREE_KEYS = frozenset({"run.seed", "run.n_iterations", "run.workers", "run.executor",
+                       "run.checkpoint_every"})
 
 #: per-sample observables compared when every run has an analysis.h5 holding them
 SAMPLE_OBSERVABLES = ("test_energy", "test_error")

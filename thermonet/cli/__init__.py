@@ -52,7 +52,13 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.Exit, click.exceptions.Abort):
+                raise
+            except BaseException as err:
+                _end_rank(err)
+                raise
         except ThermonetError as err:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -65,6 +71,35 @@ class LazyGroup(click.Group):
             raise click.ClickException(
                 f"cannot write {err.filename}: {err.strerror}; nothing already saved was "
                 "changed: make the directory writable or choose another --out") from None
+
+
+def _end_rank(err: BaseException) -> None:
+    """Under MPI: an error raised on every rank alike is reported once (by rank 0) and ends
+    each rank normally; an error on one rank alone ends the whole job (``MPI_Abort``), because
+    the other ranks would otherwise wait for that one forever."""
+    import sys
+    import traceback
+
+    from thermonet import parallel
+
+    world = parallel.active_world()
+    if world.size == 1:
+        return
+    if parallel.is_collective(err):
+        origin = getattr(err, "thermonet_origin", None)
+        if not world.is_root:
+            raise click.exceptions.Exit(1) from None
+        if origin and not isinstance(err, ThermonetError):   # a bug on another rank
+            click.echo(f"Error {origin}", err=True)
+            raise click.exceptions.Exit(1) from None
+        return
+    what = (str(err) if isinstance(err, ThermonetError)
+            else "".join(traceback.format_exception(err)).rstrip())
+    click.echo(f"Error on MPI rank {world.rank} of {world.size}: {what}\nending every rank of "
+               "the job (MPI_Abort); what was checkpointed is kept: continue with `thermonet "
+               "resume DIR`", err=True)
+    sys.stderr.flush()
+    world.abort(1)
 
 
 def _broken_command(name: str, err: Exception) -> click.Command:

@@ -27,7 +27,8 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
     has an analysis.h5 from `thermonet analyse`. Then a one-line verdict: not mixed if the
     largest R-hat of the training energy exceeds 1.05 or no replica restarted; bulk ESS
     below 100 is flagged (docs/analysis.md). Runs of different configurations (other than
-    run.seed, run.n_iterations, run.workers, run.checkpoint_every) or ladders are refused.
+    run.seed, run.n_iterations, run.workers, run.executor, run.checkpoint_every) or ladders
+    are refused.
 
     \b
     Example:

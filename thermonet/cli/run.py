@@ -39,6 +39,7 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     import warnings
 
     from thermonet import config as cfgmod
+    from thermonet import parallel
     from thermonet.runner import Run
 
     overrides = cfgmod.parse_set(list(sets))
@@ -46,10 +47,12 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         cfg = cfgmod.load(config_path, overrides, commandline)
-    for warning in caught:   # a configuration in a deprecated form: say how to write it now
+    root = parallel.world(cfg["run"]["executor"]).is_root   # under MPI rank 0 speaks
+    # a configuration in a deprecated form: say how to write it now
+    for warning in caught if root else ():
         click.echo(f"Warning: {warning.message}", err=True)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
-    quiet = is_quiet(ctx, quiet)
+    quiet = is_quiet(ctx, quiet or not root)
     what = cfgmod.plan(cfg)
     if what and not quiet:
         click.echo(what, err=True)
@@ -63,9 +66,10 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
 def _advance(ctx: click.Context, open_run: Any, quiet: bool, banner: str) -> None:
     """Open (or create) a run and advance it; SIGINT and SIGTERM stop it at its next safe point
     with one line and the exit status 128 + signal number."""
-    from thermonet import interrupt
+    from thermonet import interrupt, parallel
     from thermonet.runner import detach_log
 
+    root = parallel.active_world().is_root
     if not quiet:
         click.echo(banner, err=True)
     with interrupt.handling() as stop:
@@ -76,11 +80,14 @@ def _advance(ctx: click.Context, open_run: Any, quiet: bool, banner: str) -> Non
             finally:
                 run_.close()
         except interrupt.RunInterrupted as err:
-            click.echo(f"Stopped: {err}", err=True)
+            if not parallel.is_collective(err) and parallel.active_world().size > 1:
+                raise      # one rank only: the command line ends the job
+            if root:
+                click.echo(f"Stopped: {err}", err=True)
             ctx.exit(err.exit_code)
         finally:
             detach_log()
-        if stop.signum is not None:     # arrived after the last iteration: the run is complete
+        if stop.signum is not None and root:   # arrived after the last iteration: complete
             click.echo(f"Stopped: {interrupt.signal_name(stop.signum)} arrived as the run "
                        f"finished; it is complete at iteration {run_.iteration}", err=True)
             ctx.exit(128 + stop.signum)
@@ -91,23 +98,29 @@ def _advance(ctx: click.Context, open_run: Any, quiet: bool, banner: str) -> Non
 @click.option("--iterations", type=int, default=None,
               help="New total number of iterations (extends the run).")
 @click.option("--workers", type=int, default=None, help="Threads for replicas (any number "
-              "gives the same result).")
+              "gives the same result; in each rank under MPI).")
+@click.option("--executor", type=click.Choice(["auto", "threads", "mpi"]), default=None,
+              help="Where replicas run (any choice gives the same result) [default: auto: "
+              "MPI under mpiexec or srun, else threads].")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.pass_context
 def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: int | None,
-           quiet: bool) -> None:
+           executor: str | None, quiet: bool) -> None:
     """Continue the run in DIR from its last checkpoint, exactly as if it had never stopped.
 
     Records written after the last checkpoint (by a run that was killed) are discarded and
     regenerated identically. Ctrl-C or SIGTERM stop it at the next safe point (exit status 130
-    or 143); a refused resume changes nothing.
+    or 143); a refused resume changes nothing. Any executor and any number of ranks or threads
+    continues it (`mpiexec -n 4 thermonet resume DIR` a run started on threads, or the reverse).
     """
+    from thermonet import parallel
     from thermonet.runner import Run
 
-    quiet = is_quiet(ctx, quiet)
+    quiet = is_quiet(ctx, quiet or not parallel.world(executor or "auto").is_root)
 
     def open_run() -> Any:
-        run_ = Run.open(Path(run_dir), n_iterations=iterations, workers=workers)
+        run_ = Run.open(Path(run_dir), n_iterations=iterations, workers=workers,
+                        executor=executor)
         if not quiet:
             click.echo(f"resuming {run_dir} at iteration {run_.iteration}", err=True)
         return run_

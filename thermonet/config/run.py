@@ -48,6 +48,7 @@ from thermonet.config.schema import (
     toml_value,
 )
 from thermonet.errors import ConfigError
+from thermonet.parallel import EXECUTORS
 from thermonet.tempering import SCHEMES, Ladder, make_scheme
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,12 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                      "multiplicative factor of the periodic adaptation"),
     "discard": (0.2, (float, int), (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
                 "fraction of iterations discarded as burn-in in summaries"),
-    "workers": (1, (int,), _POS_INT, "threads running replicas in parallel"),
+    "workers": (1, (int,), _POS_INT,
+                "threads running replicas in parallel (in each MPI rank under MPI)"),
+    "executor": ("auto", (str,), (lambda v: v in EXECUTORS, "one of " + ", ".join(EXECUTORS)),
+                 ("where replicas run: auto (the ranks of an MPI job when mpiexec or srun "
+                  "started several processes, else threads), threads, or mpi (docs/cluster.md); "
+                  "never changes the result")),
 }
 DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "name": ("D50", (str,), (lambda v: bool(v), "a data set name such as D500"),

@@ -15,6 +15,11 @@ the start of the run):
 The schedule depends only on the absolute iteration number, and every random stream is
 restored from the checkpoint, so a resumed run continues bit for bit as the uninterrupted run
 would have.
+
+Under MPI (``mpiexec -n R thermonet run``) every rank runs this same loop, the engine's
+executor sharing each iteration's slots among the ranks; rank 0 alone takes the lock and
+writes the directory (through ``world.on_root``, whose failure every rank raises), and a stop
+request on any rank stops all of them after the same iteration (``world.agree``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from thermonet import __version__, interrupt
+from thermonet import __version__, interrupt, parallel
 from thermonet import config as cfgmod
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from thermonet.io import checkpoint as ckpt
@@ -91,6 +96,8 @@ class Run:
         self.lock: DirLock | None = None
         #: the iteration of the checkpoint on disk (None: not written yet)
         self.committed: int | None = None
+        #: the processes advancing this run (one, or the ranks of an MPI job)
+        self.world = parallel.world_of(components.engine.executor)
 
     @property
     def c(self) -> Components:
@@ -110,28 +117,27 @@ class Run:
         (:class:`~thermonet.io.lock.DirLock`) until :meth:`run` returns or :meth:`close`.
         """
         run_dir = Path(run_dir)
-        check_output_dir(run_dir)
-        if run_dir.is_dir():   # before creating or locking anything in it
-            rundir.check_new_run(run_dir, overwrite=True, n_iterations=0)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        lock = DirLock(run_dir).acquire()
+        world = parallel.world(cfg["run"]["executor"])
+        lock = world.on_root(lambda: _claim_new(run_dir, cfg, overwrite))
         try:
-            rundir.check_new_run(run_dir, overwrite=overwrite,
-                                 n_iterations=cfg["run"]["n_iterations"])
             with interrupt.handling() as stop:
-                return cls._initialise(cfg, run_dir, lock, stop, overwrite)
+                return cls._initialise(cfg, run_dir, lock, stop, overwrite, world)
         except BaseException:
-            lock.release()
+            if lock is not None:
+                lock.release()
             raise
 
     @classmethod
-    def _initialise(cls, cfg: cfgmod.RunConfig, run_dir: Path, lock: DirLock,
-                    stop: interrupt.StopSignals, overwrite: bool) -> Run:
-        if overwrite:
-            rundir.clear(run_dir)
-        attach_log(run_dir)
-        _write(run_dir / ckpt.CONFIG, run_dir, None, lambda: write_text(
-            run_dir / ckpt.CONFIG, cfg.to_toml()))
+    def _initialise(cls, cfg: cfgmod.RunConfig, run_dir: Path, lock: DirLock | None,
+                    stop: interrupt.StopSignals, overwrite: bool, world: parallel.World) -> Run:
+        def start() -> None:
+            if overwrite:
+                rundir.clear(run_dir)
+            attach_log(run_dir)
+            _write(run_dir / ckpt.CONFIG, run_dir, None, lambda: write_text(
+                run_dir / ckpt.CONFIG, cfg.to_toml()))
+
+        world.on_root(start)
         t0 = time.monotonic()
         try:
             # nothing to save yet: a signal may stop the initialisation at once
@@ -146,8 +152,10 @@ class Run:
                 state = adapt_ladder_rounds(components, state, streams, counters)
         except interrupt.RunInterrupted as err:
             raise _init_interrupted(err.signum, run_dir, time.monotonic() - t0) from None
-        if stop.requested:   # a KeyboardInterrupt swallowed inside a library
-            raise _init_interrupted(stop.signum or 2, run_dir, time.monotonic() - t0)
+        signum = world.agree(stop.signum)
+        if signum is not None:   # a KeyboardInterrupt swallowed inside a library
+            raise parallel.mark_collective(
+                _init_interrupted(signum, run_dir, time.monotonic() - t0))
         counters["elapsed_s"] = time.monotonic() - t0
         run = cls(run_dir, components, state, streams, 0, str(uuid.uuid4()), counters)
         run.lock = lock
@@ -156,13 +164,14 @@ class Run:
 
     @classmethod
     def open(cls, run_dir: Path, *, n_iterations: int | None = None,
-             workers: int | None = None) -> Run:
+             workers: int | None = None, executor: str | None = None) -> Run:
         """Reopen a run directory at its last checkpoint (trimming anything after it).
 
         Everything is checked first (configuration, ladder, iterations, the trace's run ids,
         the stored energies); only then are config.toml rewritten (if the run is extended) and
         the records after the checkpoint removed. The directory stays locked until :meth:`run`
-        returns or :meth:`close`.
+        returns or :meth:`close`. ``workers`` and ``executor`` may differ from the run's: they
+        never change the result.
         """
         run_dir = Path(run_dir)
         if not (run_dir / ckpt.CHECKPOINT).exists():
@@ -170,25 +179,32 @@ class Run:
             if message:
                 raise CheckpointError(message)
             ckpt.read_checkpoint(run_dir)     # the one-line "no checkpoint" error
-        lock = DirLock(run_dir).acquire()
+        world = parallel.world(executor or "auto")
+        lock = world.on_root(lambda: DirLock(run_dir).acquire())
         try:
-            run, rewrite = cls._reopen(run_dir, n_iterations, workers)
+            run, rewrite = cls._reopen(run_dir, n_iterations, workers, executor)
         except BaseException:
-            lock.release()
+            if lock is not None:
+                lock.release()
             raise
         run.lock = lock
-        if rewrite:
-            write_text(run_dir / ckpt.CONFIG, run.components.cfg.to_toml())
-        trace.trim(run_dir, run.iteration)
-        rundir.remove_legacy_temps(run_dir)
-        attach_log(run_dir)
+        world.barrier()    # every rank has read the checkpoint before rank 0 trims the trace
+
+        def tidy() -> None:
+            if rewrite:
+                write_text(run_dir / ckpt.CONFIG, run.components.cfg.to_toml())
+            trace.trim(run_dir, run.iteration)
+            rundir.remove_legacy_temps(run_dir)
+            attach_log(run_dir)
+
+        world.on_root(tidy)
         return run
 
     @classmethod
-    def _reopen(cls, run_dir: Path, n_iterations: int | None,
-                workers: int | None) -> tuple[Run, bool]:
+    def _reopen(cls, run_dir: Path, n_iterations: int | None, workers: int | None,
+                executor: str | None) -> tuple[Run, bool]:
         ck = ckpt.read_checkpoint(run_dir)
-        cfg, rewrite = resume_config(run_dir, ck, n_iterations, workers)
+        cfg, rewrite = resume_config(run_dir, ck, n_iterations, workers, executor)
         adapted = bool(cfg["ladder"]["adapt_rounds"])
         same_ends = (len(ck.temperatures) == cfg.ladder.n_temperatures
                      and ck.temperatures[0] == cfg.ladder.temperature_k[0]
@@ -250,17 +266,18 @@ class Run:
             created_utc=self.created, blas_backend=blas_backend(),
             masses_k=(None if self.components.engine.masses_k is None
                       else np.stack(self.components.engine.masses_k)))
-        _write(self.dir / ckpt.CHECKPOINT, self.dir, self.committed,
-               lambda: ckpt.write_checkpoint(self.dir, ck))
+        self.world.on_root(lambda: _write(self.dir / ckpt.CHECKPOINT, self.dir, self.committed,
+                                          lambda: ckpt.write_checkpoint(self.dir, ck)))
         self.committed = self.iteration
 
     def _commit(self, rows: dict[str, list[Any]], samples: list[tuple[int, np.ndarray]]) -> None:
         """Write the records since the last checkpoint as a segment, then the checkpoint."""
         if rows.get("iteration"):
             segment = trace.segment_name(rows["iteration"][0], rows["iteration"][-1])
-            _write(self.dir / trace.TRACE_DIR / segment, self.dir, self.committed,
-                   lambda: trace.write_segment(self.dir, self.run_uuid, rows, samples,
-                                               axes=INFO_AXES))
+            self.world.on_root(lambda: _write(
+                self.dir / trace.TRACE_DIR / segment, self.dir, self.committed,
+                lambda: trace.write_segment(self.dir, self.run_uuid, rows, samples,
+                                            axes=INFO_AXES)))
         self.write_checkpoint()
 
     def run(self, progress: Callable[[RunProgress], None] | None = None, *,
@@ -281,14 +298,16 @@ class Run:
         """
         from thermonet.kernels import threads
 
-        if self.lock is None:
+        if self.lock is None and self.world.is_root:
             self.lock = DirLock(self.dir)
-        self.lock.acquire()
+        if self.lock is not None:
+            self.lock.acquire()
         try:
             with threads.blas_single(), interrupt.handling() as stop:
-                return self._run(progress, stop)
+                return self._run(progress if self.world.is_root else None, stop)
         finally:
-            self.lock.release()
+            if self.lock is not None:
+                self.lock.release()
 
     def _run(self, progress: Callable[[RunProgress], None] | None,
              stop: interrupt.StopSignals) -> Run:
@@ -304,12 +323,14 @@ class Run:
         # prior rung draws exactly and always accepts, so it never shows)
         recent = np.zeros((FROZEN_WINDOW, engine.n_slots), dtype=np.int64)
         sampled = np.isfinite(engine.ladder.temperature_k)
+        world = self.world
         while self.iteration < total:
-            if stop.signum is not None:    # arrived after this iteration's commit point
+            signum = world.agree(stop.signum)
+            if signum is not None:    # arrived after this iteration's commit point
                 if rows:
                     t_last = self._add_elapsed(t_last)
                     self._commit(rows, samples)
-                self._stop(stop.signum, total)
+                self._stop(signum, total)
             i = self.iteration + 1
             adapt_every = settings["adapt_every"]
             if adapt_every and (i - 1) % adapt_every == 0 and i > 1:
@@ -328,7 +349,8 @@ class Run:
             n_swaps_attempted += int(info.swap_attempted_k.sum())
             # a stop request commits the iterations done so far: the schedule depends only on
             # the absolute iteration, so a checkpoint off the usual grid resumes identically
-            if i % settings["checkpoint_every"] == 0 or i == total or stop.requested:
+            if (i % settings["checkpoint_every"] == 0 or i == total
+                    or world.agree(stop.signum) is not None):
                 t_last = self._add_elapsed(t_last)
                 self._commit(rows, samples)
                 rows, samples = {}, []
@@ -352,10 +374,10 @@ class Run:
     def _stop(self, signum: int, total: int) -> None:
         name = interrupt.signal_name(signum)
         log.info("stopped by %s at iteration %d", name, self.iteration)
-        raise interrupt.RunInterrupted(
+        raise parallel.mark_collective(interrupt.RunInterrupted(
             signum, f"stopped by {name} at iteration {self.iteration} of {total}; the "
             f"checkpoint {self.dir / ckpt.CHECKPOINT} is complete; continue with `thermonet "
-            f"resume {self.dir}`")
+            f"resume {self.dir}`"))
 
 def run(config: str | Path, out: str | Path, *, overrides: dict[str, Any] | None = None,
         overwrite: bool = False,
@@ -381,6 +403,22 @@ def run(config: str | Path, out: str | Path, *, overrides: dict[str, Any] | None
         return Run.create(cfg, Path(out), overwrite=overwrite).run(progress)
     finally:
         detach_log()
+
+def _claim_new(run_dir: Path, cfg: cfgmod.RunConfig, overwrite: bool) -> DirLock:
+    """Check that ``run_dir`` may hold a new run, create it and take its lock (everything is
+    checked before anything is written)."""
+    check_output_dir(run_dir)
+    if run_dir.is_dir():   # before creating or locking anything in it
+        rundir.check_new_run(run_dir, overwrite=True, n_iterations=0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = DirLock(run_dir).acquire()
+    try:
+        rundir.check_new_run(run_dir, overwrite=overwrite, n_iterations=cfg["run"]["n_iterations"])
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
 
 def _init_interrupted(signum: int, run_dir: Path, seconds: float) -> interrupt.RunInterrupted:
     name = interrupt.signal_name(signum)

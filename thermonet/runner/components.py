@@ -18,13 +18,14 @@ import numpy as np
 from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError
 from thermonet.io import checkpoint as ckpt
+from thermonet.parallel import make_executor
 from thermonet.tempering import Ladder, ReplicaExchange, REState, Streams
 from thermonet.tempering.warmup import adapt_ladder, adapt_masses
 
 log = logging.getLogger("thermonet.run")
 
 #: keys that may differ on resume (they do not change the chain)
-EXTENDABLE = ("run.n_iterations", "run.checkpoint_every", "run.workers")
+EXTENDABLE = ("run.n_iterations", "run.checkpoint_every", "run.workers", "run.executor")
 
 
 @dataclass
@@ -85,7 +86,8 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
                              prior=prior, masses=masses,
                              sampler_config=cfg.configs["sampler"],
                              n_trajectories=cfg["ladder"]["n_trajectories"], swap=cfg.swap,
-                             workers=cfg["run"]["workers"])
+                             executor=make_executor(cfg["run"]["workers"],
+                                                    cfg["run"]["executor"]))
     plugins = {}
     for section, role in cfgmod.PLUGIN_SECTIONS.items():
         name = cfg[section]["name"]
@@ -134,7 +136,8 @@ def blas_backend() -> str:
 
 
 def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
-                   workers: int | None) -> tuple[cfgmod.RunConfig, bool]:
+                  workers: int | None, executor: str | None = None
+                  ) -> tuple[cfgmod.RunConfig, bool]:
     """The configuration to continue with, resolved once: the run's config.toml (which may
     extend the run, EXTENDABLE keys, but not change it) and the command-line options, checked
     table by table against the checkpointed configuration. Returns it and whether config.toml
@@ -152,6 +155,8 @@ def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
         commandline["run.n_iterations"] = n_iterations
     if workers is not None:
         commandline["run.workers"] = workers
+    if executor is not None:
+        commandline["run.executor"] = executor
     cfg = cfgmod.resolve(doc, commandline, "commandline", warn_legacy=False)
     changed = cfgmod.diff(cfgmod.ResolvedConfig(stored, {}), cfg, ignore=EXTENDABLE)
     if changed:

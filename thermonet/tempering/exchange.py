@@ -9,7 +9,9 @@ the transitions, is the swap scheme's choice (:mod:`thermonet.tempering.swaps`).
 Random streams: slot k draws only from ``streams.slots[k]``, the swaps only from
 ``streams.swap``. The streams are spawned from one seed (:func:`make_streams`) and the slots'
 work is independent within an iteration, so the result is bitwise the same for any executor and
-any number of workers.
+any number of workers. Each slot's stream comes back with the slot's result
+(:meth:`ReplicaExchange._map_slots`), so an executor may run a slot in another process (MPI)
+and every process still holds every stream as a one-process run would.
 
 This module takes the sampler class from its caller (the runner gets it from the registry), so
 it depends on no concrete plugin.
@@ -248,7 +250,7 @@ class ReplicaExchange:
                     state, _ = sampler.step(state, rng)
             return sampler.adapt(state, rng, factor=0.1)
 
-        slots = tuple(self.executor.map(run, range(self.n_slots)))
+        slots = tuple(self._map_slots(run, rngs))
         return REState(slots, np.arange(self.n_slots, dtype=np.int64))
 
     def initialise(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
@@ -270,7 +272,7 @@ class ReplicaExchange:
                 n_divergent += bool(getattr(info, "is_divergent", False))
             return state, n_accepted, n_divergent
 
-        results = self.executor.map(run, range(self.n_slots))
+        results = self._map_slots(run, rngs)
         return ([r[0] for r in results], np.array([r[1] for r in results], dtype=np.int64),
                 np.array([r[2] for r in results], dtype=np.int64))
 
@@ -332,7 +334,21 @@ class ReplicaExchange:
         def run(k: int) -> Any:
             return self.samplers[k].adapt(state.slots[k], rngs[k], factor=factor, **options)
 
-        return state._replace(slots=tuple(self.executor.map(run, range(self.n_slots))))
+        return state._replace(slots=tuple(self._map_slots(run, rngs)))
+
+    def _map_slots(self, fn: Callable[[int], Any], rngs: Sequence[np.random.Generator]
+                   ) -> list[Any]:
+        """``[fn(k) for every slot k]`` on the executor, where ``fn(k)`` draws only from
+        ``rngs[k]``. Each stream's state travels back with its slot's result and is set here,
+        so after the call this process holds every advanced stream even if another process
+        ran the slot (a no-op for threads)."""
+        def run(k: int) -> tuple[Any, Any]:
+            return fn(k), rngs[k].bit_generator.state
+
+        out = self.executor.map(run, range(self.n_slots))
+        for k, (_, stream) in enumerate(out):
+            rngs[k].bit_generator.state = stream
+        return [result for result, _ in out]
 
 
 def _slot_streams(streams: Any, n_slots: int) -> Sequence[np.random.Generator]:
