@@ -474,9 +474,9 @@ def test_out_prefix_never_clobbers_the_run(synthetic_run):
 
 # --- end to end on a small real run ---------------------------------------------------------------
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "sample_runs" / "quickstart.toml"
+RE_SMALL = Path(__file__).resolve().parent / "configs" / "re_small.toml"
 
-#: the quickstart shrunk: M(1), 4 temperatures, 12 iterations, a sample every 2, official test set
+#: a small run shrunk: M(1), 4 temperatures, 12 iterations, a sample every 2, official test set
 SMALL_RUN = {"architecture.name": "M1", "data.test": "official", "run.n_iterations": 12,
              "run.checkpoint_every": 4, "run.sample_every": 2, "run.discard": 0.25,
              "run.seed": 3, "ladder.n_temperatures": 4, "ladder.n_trajectories": 1,
@@ -496,7 +496,7 @@ def small_run(tmp_path_factory):
 
     run_dir = tmp_path_factory.mktemp("small") / "run"
     try:
-        Run.create(cfgmod.load(QUICKSTART, SMALL_RUN), run_dir).run(quiet=True)
+        Run.create(cfgmod.load(RE_SMALL, SMALL_RUN), run_dir).run(quiet=True)
     finally:
         detach_log()
     return run_dir
@@ -592,7 +592,7 @@ def test_run_without_samples(tmp_path):
 
     over = {**SMALL_RUN, "run.n_iterations": 4, "run.sample_every": 0}
     try:
-        Run.create(cfgmod.load(QUICKSTART, over), tmp_path / "run").run(quiet=True)
+        Run.create(cfgmod.load(RE_SMALL, over), tmp_path / "run").run(quiet=True)
     finally:
         detach_log()
     a = analyse(tmp_path / "run")

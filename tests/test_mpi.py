@@ -27,8 +27,8 @@ from thermonet.parallel import mpi
 from thermonet.runner import Run, detach_log
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICKSTART = ROOT / "sample_runs" / "quickstart.toml"
-#: the quickstart (M3 on D50, 8 rungs: blocks of 3, 3, 2 on 3 ranks) cut to seconds
+RE_SMALL = ROOT / "tests" / "configs" / "re_small.toml"
+#: a small run (M3 on D50, 8 rungs: blocks of 3, 3, 2 on 3 ranks) cut to seconds
 SHORT = {"run.n_iterations": 6, "run.checkpoint_every": 2, "run.sample_every": 2,
          "run.adapt_every": 4, "init.burn_in": [2], "minimiser.max_steps": 30,
          "sampler.n_leapfrog": 5}
@@ -115,7 +115,7 @@ def _released(run_dir: Path) -> Path:
 
 
 def _threads(out: Path, workers: int = 1, **overrides) -> Path:
-    cfg = cfgmod.load(QUICKSTART, {**SHORT, "run.workers": workers, **overrides})
+    cfg = cfgmod.load(RE_SMALL, {**SHORT, "run.workers": workers, **overrides})
     Run.create(cfg, out).run(quiet=True)
     detach_log()
     return out
@@ -123,7 +123,7 @@ def _threads(out: Path, workers: int = 1, **overrides) -> Path:
 
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory) -> dict:
-    """The short quickstart on one thread, uninterrupted."""
+    """The short run on one thread, uninterrupted."""
     return _tree(_threads(tmp_path_factory.mktemp("threads") / "run"))
 
 
@@ -133,7 +133,7 @@ def straight(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("ranks,workers", [(2, 1), (3, 1), (2, 2)])
 def test_mpi_run_is_bit_identical_to_threads(mpiexec, straight, tmp_path, ranks, workers):
     out = tmp_path / "mpi"
-    res = _launch(mpiexec, ranks, ["-q", "run", QUICKSTART, "--out", out, *_sets(),
+    res = _launch(mpiexec, ranks, ["-q", "run", RE_SMALL, "--out", out, *_sets(),
                                    "--set", f"run.workers={workers}"])
     assert res.returncode == 0, res.stderr
     _assert_same(straight, _tree(out))
@@ -151,7 +151,7 @@ def test_two_runs_on_threads_agree(tmp_path, straight):
 @pytest.mark.mpi
 def test_mpi_run_resumes_on_threads_and_back(mpiexec, straight, tmp_path):
     a = tmp_path / "a"          # 2 ranks to iteration 3 (off the checkpoint grid), then threads
-    res = _launch(mpiexec, 2, ["-q", "run", QUICKSTART, "--out", a, *_sets(),
+    res = _launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", a, *_sets(),
                                "--set", "run.n_iterations=3"])
     assert res.returncode == 0, res.stderr
     assert ckpt.read_checkpoint(a).iteration == 3
@@ -169,7 +169,7 @@ def test_mpi_run_resumes_on_threads_and_back(mpiexec, straight, tmp_path):
 @pytest.mark.mpi
 def test_a_killed_rank_ends_the_job_and_the_run_resumes(mpiexec, straight, tmp_path):
     out = tmp_path / "killed"   # rank 0 dies (kill -9) while replacing its second checkpoint
-    res = _launch(mpiexec, 2, ["-q", "run", QUICKSTART, "--out", out, *_sets()],
+    res = _launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
                   env={"THERMONET_TEST_CRASH": "before-replace:checkpoint:3"})
     assert res.returncode != 0
     assert ckpt.read_checkpoint(out).iteration == 2
@@ -181,7 +181,7 @@ def test_a_killed_rank_ends_the_job_and_the_run_resumes(mpiexec, straight, tmp_p
 @pytest.mark.mpi
 def test_an_error_on_one_rank_alone_aborts_the_job(mpiexec, straight, tmp_path):
     out = tmp_path / "abort"    # rank 1 raises at its 2nd commit, while rank 0 waits for it
-    res = _launch(mpiexec, 2, ["-q", "run", QUICKSTART, "--out", out, *_sets()],
+    res = _launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
                   script=[str(ROOT / "tests" / "mpi_fault.py"), "rank", 2])
     assert res.returncode != 0
     assert "Error on MPI rank 1 of 2" in res.stderr
@@ -198,7 +198,7 @@ def test_an_error_in_a_slot_ends_every_rank_with_one_report(mpiexec, straight, t
     # rank 1 holds slots 3-5: 2 burn-in transitions each, then 2 per iteration each, so its
     # 21st transition is in iteration 3, after the checkpoint of iteration 2
     out = tmp_path / "slot"
-    res = _launch(mpiexec, 3, ["-q", "run", QUICKSTART, "--out", out, *_sets()],
+    res = _launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
                   script=[str(ROOT / "tests" / "mpi_fault.py"), "slot", 21])
     assert res.returncode == 1, res.stderr
     assert res.stderr.count("FloatingPointError: injected in a slot on rank 1") == 1
@@ -252,7 +252,7 @@ def test_no_launcher_means_one_process_without_importing_mpi4py(monkeypatch):
 
 def test_executor_key_is_checked(tmp_path):
     with pytest.raises(ConfigError, match="executor.*one of auto, threads, mpi"):
-        cfgmod.load(QUICKSTART, {"run.executor": "dask"})
+        cfgmod.load(RE_SMALL, {"run.executor": "dask"})
 
 
 def test_an_error_that_does_not_pickle_still_reaches_the_other_ranks():

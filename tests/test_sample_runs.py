@@ -56,8 +56,10 @@ def test_table1_settings_in_the_full_configs():
 def test_quickstart_runs_at_tiny_size(tmp_path):
     out = tmp_path / "q"
     res = CliRunner().invoke(main, ["-q", "run", str(SAMPLE_RUNS[0].parent / "quickstart.toml"), "--out", str(out),
-                                    "--set", "run.n_iterations=3", "--set",
-                                    "minimiser.max_steps=20", "--set", "init.burn_in=[2]"])
+                                    "--set", "run.n_iterations=3", "--set", "init.burn_in=[2]",
+                                    "--set", "ladder.adapt_rounds=1",
+                                    "--set", "ladder.adapt_round_length=2",
+                                    "--set", "sampler.warmup_transitions=3"])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["info", str(out), "--json"])
     assert res.exit_code == 0 and '"iterations": 3' in res.output
