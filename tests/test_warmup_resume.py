@@ -124,13 +124,14 @@ def test_a_hard_kill_after_any_warm_up_checkpoint_resumes_bit_for_bit(cfg_path, 
     Run.create(cfgmod.load(cfg_path), tmp_path / "copied").run()
     detach_log()
     monkeypatch.setattr(Run, "write_checkpoint", write)
-    seen = {(p["stage"], p["phase"], p["phase"] == "sample" and p["done"] > 0)
-            for _, p in snapshots}
-    # inside both ladder rounds' sampling and the mass estimation, and before every re-tune
-    assert {("ladder", "sample", True), ("ladder", "tune", False), ("masses", "sample", True),
-            ("masses", "tune", False), ("ladder", "sample", False)} <= seen
-    # the start; round 1 at 3, its re-tune; round 2 at 0, 3, 6, its re-tune; masses at 0, 3, re-tune
-    assert len(snapshots) == 10
+    seen = {(p["stage"], p["phase"], p["done"] > 0) for _, p in snapshots}
+    # inside the ladder rounds, the mass estimation and the step-size re-tunes, and between
+    assert seen == {(stage, phase, inside) for stage in ("ladder", "masses")
+                    for phase in ("sample", "tune") for inside in (False, True)}
+    # every phase at 0 and every 3 inside: round 1 (4 iterations) at 0, 3; its re-tune (12
+    # transitions per rung) at 0, 3, 6, 9; round 2 (8) at 0, 3, 6; re-tune at 0, 3, 6, 9;
+    # masses (6) at 0, 3; re-tune at 0, 3, 6, 9
+    assert len(snapshots) == 19
     for n, (where, _) in enumerate(snapshots):
         assert ckpt.read_checkpoint(where).iteration == 0
         Run.open(where, workers=1 + n % 2).run()
@@ -154,11 +155,12 @@ def _sigterm_on(monkeypatch, method, n):
 
 
 @pytest.mark.parametrize("method,n,stage,phase", [
-    ("step", 2, "ladder", "sample"),     # in the first ladder round
-    ("step", 9, "ladder", "sample"),     # in the second
-    ("adapt", 1, "ladder", "sample"),    # in the first round's step-size warm-up
-    ("adapt", 3, "done", "sample"),      # in the step-size warm-up after the masses
-    ("step", 16, "masses", "sample"),    # in the mass estimation
+    ("step", 2, "ladder", "sample"),          # in the first ladder round
+    ("step", 9, "ladder", "sample"),          # in the second
+    ("adapt_part", 2, "ladder", "tune"),      # in the first round's step-size re-tune
+    ("step", 16, "masses", "sample"),         # in the mass estimation
+    ("adapt_part", 10, "masses", "tune"),     # in the re-tune after the masses
+    ("adapt_part", 12, "done", "sample"),     # in its last part: the warm-up is over
 ])
 def test_sigterm_during_the_warm_up_stops_and_resumes_bit_for_bit(
         cfg_path, tmp_path, straight, monkeypatch, method, n, stage, phase):
@@ -185,19 +187,50 @@ def test_sigterm_during_the_warm_up_stops_and_resumes_bit_for_bit(
 
 def test_a_real_kill_during_the_warm_up_resumes_from_the_command_line(cfg_path, tmp_path,
                                                                       straight):
-    """``thermonet run`` killed (exit 137, as kill -9) while writing its 6th checkpoint, which
-    is inside the second ladder round: the 5th (3 iterations into it) is on disk; `thermonet
-    resume` finishes."""
+    """``thermonet run`` killed (exit 137, as kill -9) while writing its 5th checkpoint: the
+    4th, 3 transitions per rung into the first step-size re-tune, is on disk with each rung's
+    dual-averaging state; `thermonet resume` finishes."""
     out = tmp_path / "killed"
-    env = {**os.environ, "THERMONET_TEST_CRASH": "before-replace:checkpoint:6"}
+    env = {**os.environ, "THERMONET_TEST_CRASH": "before-replace:checkpoint:5"}
     proc = subprocess.run([sys.executable, "-m", "thermonet.cli", "-q", "run", str(cfg_path),
                            "--out", str(out)], env=env, capture_output=True, timeout=300)
     assert proc.returncode == 137, proc.stderr
     ck = ckpt.read_checkpoint(out)
     assert ck.iteration == 0 and ck.counters["warmup"]["stage"] == "ladder"
-    assert ck.counters["warmup"]["round"] == 1 and ck.counters["warmup"]["done"] == 3
-    assert ck.warmup is not None and set(ck.warmup) == {"attempted", "accepted"}
+    assert ck.counters["warmup"] == {"stage": "ladder", "phase": "tune", "round": 0,
+                                     "done": 3, "iteration": 4}
+    carry = ck.warmup["carry"]                         # six numbers per rung; none at T = inf
+    assert carry.shape == (6, 6) and np.isnan(carry[5]).all() and np.isfinite(carry[:5]).all()
+    assert np.array_equal(carry[:5, 4], [3, 3, 3, 3, 3])   # dual-averaging updates so far
     res = CliRunner().invoke(main, ["-q", "resume", str(out)])
     assert res.exit_code == 0, res.output
     detach_log()
     _assert_same(straight, _state(out))
+
+
+def test_the_chain_warm_up_in_parts_is_the_warm_up_in_one_piece():
+    """HMC's along-chain warm-up over Stan's windows (60 transitions: windows 9, 45, 6) split
+    at arbitrary points, inside and on window boundaries, with the carry passed through a
+    float64 array as a checkpoint stores it: the same state, step size and stream."""
+    from thermonet.api import adaptation
+    from thermonet.priors import BoxPrior
+    from thermonet.samplers.hmc import HMC
+    from thermonet.testsystems import Gaussian
+
+    arch = Gaussian(3, stiffness=[1.0, 4.0, 9.0], prior_scale=12.0)
+    sampler = HMC(arch.potential(), prior=BoxPrior.for_architecture(arch), temperature=0.5,
+                  config=HMC.Config(n_leapfrog=4, adapt_method="chain", warmup_transitions=60))
+    assert adaptation.warmup_windows(60) == [9, 45, 6] and sampler.adapt_transitions() == 60
+    start = sampler.init(np.array([1.0, -0.5, 0.2]))
+    whole_rng = np.random.default_rng(4)
+    whole = sampler.adapt(start, whole_rng)
+    rng = np.random.default_rng(4)
+    state, carry = start, None
+    for a, b in [(0, 5), (5, 9), (9, 30), (30, 59), (59, 60)]:
+        state, carry = sampler.adapt_part(state, rng, a, b, carry)
+        carry = np.array(carry, dtype=np.float64)         # what the checkpoint keeps
+    assert np.array_equal(state.theta, whole.theta) and state.step_size == whole.step_size
+    assert rng.bit_generator.state == whole_rng.bit_generator.state
+    assert whole.step_size != start.step_size                       # it did adapt
+    with pytest.raises(ValueError, match="inside a window"):
+        sampler.adapt_part(start, rng, 10, 12, None)

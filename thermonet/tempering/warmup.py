@@ -14,8 +14,10 @@ re-tune the step sizes) and hands its position (:class:`WarmUpState`: plain numb
 running sums of the phase) to a ``save`` callback at every phase boundary and every ``every``
 iterations inside a sampling phase. The engine's state, streams, ladder and masses plus that
 position are everything the rest of the warm-up depends on, so a run restored from any of these
-points finishes the warm-up bit for bit as an uninterrupted one. A step-size re-tune is one
-unit: a stop during it resumes from the checkpoint just before it.
+points finishes the warm-up bit for bit as an uninterrupted one. A step-size re-tune along the
+chain (HMC's ``adapt_method = "chain"``) is checkpointed every ``every`` transitions per rung
+with each rung's dual-averaging state; a re-tune a sampler cannot split is one unit (a stop
+during it resumes from the checkpoint just before it).
 
 References
 ----------
@@ -54,13 +56,14 @@ class WarmUpState:
 
     ``sums`` holds the running sums of the sampling phase: swap attempts and acceptances per
     pair in a ladder round (``attempted``, ``accepted``), the parameters and their squares
-    per rung while the masses are estimated (``total``, ``total_sq``).
+    per rung while the masses are estimated (``total``, ``total_sq``); in a re-tune, the
+    samplers' carry (``carry``, (K, m): HMC's dual-averaging state per rung).
     """
 
     stage: str = "done"       #: one of :data:`STAGES`
     phase: str = "sample"     #: one of :data:`PHASES`
     round: int = 0            #: ladder round (0-based) while ``stage == "ladder"``
-    done: int = 0             #: iterations done in the current sampling phase
+    done: int = 0             #: iterations (sample) or transitions per rung (tune) done
     iteration: int = 0        #: warm-up iterations so far (the swap scheme's clock)
     records: list[dict[str, Any]] = field(default_factory=list)   #: one per finished round
     sums: dict[str, np.ndarray] = field(default_factory=dict)
@@ -148,13 +151,36 @@ class WarmUp:
                             return state, ws
                 self._finish_sampling(ws)
             else:
-                state = self.engine.adapt(state, streams, factor=self.adapt_factor)
+                state, stopped = self._tune(state, streams, ws, every, save, stop)
+                if stopped:
+                    return state, ws
                 self._next_stage(ws)
             if save is not None:
                 save(state, ws)
             if stop():
                 break
         return state, ws
+
+    def _tune(self, state: REState, streams: Streams, ws: WarmUpState, every: int,
+              save: Callable[[REState, WarmUpState], None] | None,
+              stop: Callable[[], bool]) -> tuple[REState, bool]:
+        """Re-tune the step sizes at the current ladder and masses: in parts of ``every``
+        transitions per rung when the samplers' warm-up can be split (the dual-averaging
+        states are the carry), else in one :meth:`ReplicaExchange.adapt`. Returns the state
+        and whether it stopped on request."""
+        n = self.engine.adapt_transitions()
+        if not n:
+            return self.engine.adapt(state, streams, factor=self.adapt_factor), False
+        while ws.done < n:
+            end = min(n, ws.done + every) if every else n
+            state, carry = self.engine.adapt_part(state, streams, ws.done, end,
+                                                  ws.sums.get("carry"))
+            ws.done, ws.sums = end, {"carry": carry}
+            if ws.done < n and save is not None:
+                save(state, ws)
+                if stop():
+                    return state, True
+        return state, False
 
     def _accumulate(self, ws: WarmUpState, state: REState, info: REInfo) -> None:
         if ws.stage == "ladder":
@@ -186,10 +212,10 @@ class WarmUp:
         else:
             engine.set_masses(list(mass_estimate(ws.sums["total"], ws.sums["total_sq"],
                                                  ws.done)))
-        ws.phase, ws.sums = "tune", {}
+        ws.phase, ws.done, ws.sums = "tune", 0, {}
 
     def _next_stage(self, ws: WarmUpState) -> None:
-        ws.phase, ws.done = "sample", 0
+        ws.phase, ws.done, ws.sums = "sample", 0, {}
         if ws.stage == "ladder" and ws.round + 1 < self.rounds:
             ws.round += 1
         elif ws.stage == "ladder" and self.mass_iterations:
