@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from thermonet import checkpoint as ckpt
 from thermonet.analysis import analyse, read_analysis, round_trips_per_replica
+from thermonet.analysis.compare import compare_runs
 from thermonet.analysis.mixing import (
     ESS_MIN,
     assess,
@@ -350,3 +351,28 @@ def test_ess_per_hour_is_the_ess_over_the_used_iterations_share_of_the_time(tmp_
     used = ck.iteration - s["discarded_iterations"]
     hours = ck.counters["elapsed_s"] * used / ck.iteration / 3600
     assert np.allclose(s["ess_bulk_per_hour"], np.asarray(s["ess_bulk"]) / hours)
+
+
+def test_a_frozen_rung_in_one_run_makes_compare_not_mixed(tmp_path):
+    """Two runs with restarts and R-hat near 1 (the same energies): mixed. The same pair with
+    rung 1 of the second run accepting nothing: not mixed, the reason naming that run and
+    rung, exactly the rule of `info` and `analyse`."""
+    n = 40
+    replica = np.array([[0, 1, 2], [1, 0, 2], [1, 2, 0], [2, 1, 0], [2, 0, 1], [0, 2, 1]] * 7)[:n]
+    moving = (np.arange(n)[:, None] + np.arange(3)[None]) % 2     # every rung accepts 0.5
+    stuck = moving.copy()
+    stuck[:, 1] = 0
+    for name, accepted in (("a", moving), ("b", moving), ("c", stuck)):
+        (tmp_path / name).mkdir()
+        write_run(tmp_path / name, n, accepted, replica, [1.0, 2.0, 4.0])
+    healthy = compare_runs([tmp_path / "a", tmp_path / "b"])
+    assert healthy["verdict"]["mixed"], healthy["verdict"]
+    c = compare_runs([tmp_path / "a", tmp_path / "c"])
+    assert c["verdict"]["mixed"] is False
+    assert c["verdict"]["reasons"] == [f"{tmp_path / 'c'}: rung 1 accepts 0.00"]
+    assert c["acceptance"][str(tmp_path / "c")] == [0.5, 0.0, 0.5]
+    own = analyse(tmp_path / "c").meta["verdict"]["reasons"]
+    assert own == ["rung 1 accepts 0.00"]                    # the single-run rule, same words
+    res = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "c")])
+    assert res.exit_code == 0, res.output
+    assert f"verdict    not mixed: {tmp_path / 'c'}: rung 1 accepts 0.00" in res.output

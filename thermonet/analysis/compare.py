@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 
 from thermonet.analysis.convergence import RHAT_MAX, chain_diagnostics
-from thermonet.analysis.mixing import replica_passages, verdict
+from thermonet.analysis.mixing import (
+    RungAcceptance,
+    Verdict,
+    replica_passages,
+    rung_acceptance,
+    verdict,
+)
 from thermonet.analysis.report import read_analysis
 from thermonet.config.schema import parse_toml
 from thermonet.errors import ConfigError
@@ -65,11 +71,16 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
     energy = (np.asarray(tr["energy_k"], dtype=np.float64)[start:] if n
               else np.zeros((0, len(ck.temperatures))))
     passages = replica_passages(tr["replica_k"]) if n else None
+    # each run's own acceptance per rung, for the frozen-rung rule of its own verdict
+    n_traj = int(cfg.get("ladder", cfg.get("sampler", {})).get("n_trajectories", 1))
+    acceptance = (rung_acceptance(np.asarray(tr["n_accepted_k"])[start:], n_traj)
+                  if n > start and "n_accepted_k" in tr else None)
     series: dict[str, np.ndarray] = {}
     if (run_dir / "analysis.h5").is_file():
         series = read_analysis(run_dir / "analysis.h5").series
     return {"dir": run_dir, "config": cfg, "temperatures": np.asarray(ck.temperatures),
-            "energy": energy, "passages": passages, "series": series, "discard": frac}
+            "energy": energy, "passages": passages, "series": series, "discard": frac,
+            "acceptance": acceptance}
 
 
 def _stack(chains: list[np.ndarray]) -> np.ndarray:
@@ -153,10 +164,36 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
         if name != "train_energy" and np.isfinite(rh).any() and np.nanmax(rh) > RHAT_MAX:
             i = int(np.nanargmax(rh))
             flags.append(f"{name} R-hat {rh[i]:.2f} at T = {temps[i]:.4g}")
-    v = type(v)(v.mixed, v.reasons, flags)
+    failed, run_flags = _per_run_acceptance(temps, runs)
+    flags.extend(run_flags)
+    if failed:      # a frozen rung in any run: that run did not sample its temperature
+        v = Verdict(False, ([] if v.mixed else list(v.reasons)) + failed, flags)
+    else:
+        v = Verdict(v.mixed, v.reasons, flags)
+    out["acceptance"] = {str(r["dir"]): (None if r["acceptance"] is None else
+                                         [float(a) for a in r["acceptance"].acceptance])
+                         for r in runs}
     out["restarts"], out["round_trips"] = restarts, trips
     out["verdict"] = v.to_dict()
     return out
+
+
+def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
+                        ) -> tuple[list[str], list[str]]:
+    """The acceptance rules of a single run's verdict (:func:`thermonet.analysis.mixing.
+    verdict`), applied to each run: a frozen rung fails (reason), a rung that accepted nothing
+    or a timid one is flagged; each message names its run."""
+    failed: list[str] = []
+    flags: list[str] = []
+    for r in runs:
+        acc: RungAcceptance | None = r["acceptance"]
+        if acc is None:
+            continue
+        own = verdict(temps, acceptance=acc)
+        if not own.mixed:
+            failed.extend(f"{r['dir']}: {reason}" for reason in own.reasons)
+        flags.extend(f"{r['dir']}: {flag}" for flag in own.flags)
+    return failed, flags
 
 
 __all__ = ["FREE_KEYS", "SAMPLE_OBSERVABLES", "compare_runs"]

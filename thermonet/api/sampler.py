@@ -91,6 +91,21 @@ class Sampler(abc.ABC):
         """Tune the step size by extra trajectories; default: no adaptation."""
         return state
 
+    def adapt_transitions(self) -> int:
+        """Transitions of the chain itself that :meth:`adapt` runs, if :meth:`adapt_part` can
+        run them in parts (so an engine can checkpoint between parts); default 0: ``adapt``
+        is one unit."""
+        return 0
+
+    def adapt_part(self, state: Any, rng: np.random.Generator, start: int, stop: int,
+                   carry: FloatArray | None) -> tuple[Any, FloatArray | None]:
+        """Transitions ``start .. stop - 1`` of the ``adapt_transitions()`` that :meth:`adapt`
+        runs; ``carry`` is what the part before returned (None at ``start = 0``), a 1-D float64
+        array the engine checkpoints as it is. Parts run in sequence give exactly
+        ``adapt(state, rng)``. Default (``adapt_transitions() == 0``): the whole of
+        :meth:`adapt` in the part that starts at 0."""
+        return (self.adapt(state, rng) if start == 0 else state), None
+
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
         """The state of this slot after a replica exchange brings ``donor``'s configuration
         from a slot at ``donor_temperature``.

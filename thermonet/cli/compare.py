@@ -25,8 +25,9 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
     tail effective sample sizes of the training energy at that slot (after each run's
     discard; chains cut to the shortest), and of the test energy and error when every run
     has an analysis.h5 from `thermonet analyse`. Then a one-line verdict: not mixed if the
-    largest R-hat of the training energy exceeds 1.05 or no replica restarted; bulk ESS
-    below 100 is flagged (docs/analysis.md). Runs of different configurations (other than
+    largest R-hat of the training energy exceeds 1.05, no replica restarted, or any run has a
+    frozen rung (its own acceptance below 0.05 there, the rule of `info` and `analyse`); bulk
+    ESS below 100 is flagged (docs/analysis.md). Runs of different configurations (other than
     run.seed, run.n_iterations, run.workers, run.executor, run.checkpoint_every) or ladders
     are refused.
 

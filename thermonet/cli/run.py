@@ -152,7 +152,13 @@ def info(run_dir: str, as_json: bool) -> None:
     click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
                f"round trips {s['round_trips']};  restarts {s['restarts']}")
     rounds = s.get("ladder_rounds") or []
-    if rounds:
+    warm = s.get("warmup")
+    if warm:
+        where = (f"ladder round {warm['round'] + 1}" if warm["stage"] == "ladder"
+                 else "the mass estimation")
+        click.echo(f"ladder     in the warm-up ({where}, {warm['phase']}): not frozen yet; "
+                   f"continue with `thermonet resume {s['run_dir']}`")
+    elif rounds:
         path = " -> ".join(f"{r['barrier']:.3g}" for r in rounds)
         click.echo(f"ladder     adapted in {len(rounds)} warm-up rounds "
                    f"({sum(r['iterations'] for r in rounds)} iterations), barrier Lambda "

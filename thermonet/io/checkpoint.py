@@ -76,11 +76,15 @@ class Checkpoint:
     thermonet_version : str
     created_utc : str
     blas_backend : str
+    blas_backend : str
+        The kernels' BLAS backend of the process that wrote the checkpoint, handed in by the
+        writer ("" for checkpoints from before it was recorded).
     masses_k : ndarray of float64, shape (K, n_params), optional
         Per-rung masses estimated in warm-up (``[ladder] adapt_masses``); None: the
         configuration's masses at every rung.
-        The kernels' BLAS backend of the process that wrote the checkpoint, handed in by the
-        writer ("" for checkpoints from before it was recorded).
+    warmup : dict of str -> ndarray, optional
+        The running sums of an unfinished warm-up phase (its position is
+        ``counters["warmup"]``); None once the warm-up is over.
     """
 
     iteration: int
@@ -97,6 +101,7 @@ class Checkpoint:
     created_utc: str = ""
     blas_backend: str = ""
     masses_k: np.ndarray | None = None
+    warmup: dict[str, np.ndarray] | None = None
 
 
 def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
@@ -124,6 +129,10 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
         ladder.create_dataset("replica_k", data=ck.replica_k).attrs["axes"] = "slot"
         if ck.masses_k is not None:
             ladder.create_dataset("masses_k", data=ck.masses_k).attrs["axes"] = "slot,param"
+        if ck.warmup is not None:
+            warm = fh.create_group("warmup")
+            for name, arr in ck.warmup.items():
+                warm.create_dataset(name, data=arr)
         digest.sign(fh)
 
     write_h5(path, fill)
@@ -184,6 +193,8 @@ def read_checkpoint(path: str | Path, *, check_trace: bool = True) -> Checkpoint
                 created_utc=str(fh.attrs.get("created_utc", "")),
                 blas_backend=str(fh.attrs.get("blas_backend", "")),
                 masses_k=arrays.get("ladder/masses_k"),
+                warmup=({k: arrays[f"warmup/{k}"] for k in fh["warmup"]}
+                        if "warmup" in fh else None),
             )
         except (KeyError, ValueError, OSError) as err:
             raise CheckpointFormatError(f"{path} is incomplete or corrupt ({err}); expected a "

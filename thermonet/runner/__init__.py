@@ -43,7 +43,6 @@ from thermonet.io.lock import DirLock
 from thermonet.runner.components import (
     EXTENDABLE,
     Components,
-    adapt_ladder_rounds,
     blas_backend,
     build,
     initial_state,
@@ -51,9 +50,11 @@ from thermonet.runner.components import (
     resume_config,
     stack_slots,
     unstack_slots,
+    warm_up_plan,
 )
 from thermonet.runner.runlog import attach_log, detach_log
 from thermonet.tempering import Ladder, REInfo, REState, Streams
+from thermonet.tempering.warmup import WarmUpState
 
 log = logging.getLogger("thermonet.run")
 
@@ -98,6 +99,8 @@ class Run:
         self.committed: int | None = None
         #: the processes advancing this run (one, or the ranks of an MPI job)
         self.world = parallel.world_of(components.engine.executor)
+        #: where an unfinished warm-up stands (None: over, or none configured)
+        self.warmup: WarmUpState | None = None
 
     @property
     def c(self) -> Components:
@@ -149,7 +152,6 @@ class Run:
                          components.arch.describe(), cfg["data"]["name"])
                 state = initial_state(components, streams)
                 counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
-                state = adapt_ladder_rounds(components, state, streams, counters)
         except interrupt.RunInterrupted as err:
             raise _init_interrupted(err.signum, run_dir, time.monotonic() - t0) from None
         signum = world.agree(stop.signum)
@@ -159,6 +161,9 @@ class Run:
         counters["elapsed_s"] = time.monotonic() - t0
         run = cls(run_dir, components, state, streams, 0, str(uuid.uuid4()), counters)
         run.lock = lock
+        warm = warm_up_plan(components).start()
+        # the warm-up runs in run(), checkpointed: from here on nothing done is lost
+        run.warmup = None if warm.finished else warm
         run.write_checkpoint()
         return run
 
@@ -244,6 +249,9 @@ class Run:
         run = cls(run_dir, components, state, streams, ck.iteration, ck.run_uuid, ck.counters,
                   ck.created_utc)
         run.committed = ck.iteration
+        if "warmup" in ck.counters:
+            run.warmup = WarmUpState.restore(ck.counters["warmup"],
+                                             ck.counters.get("ladder_rounds", []), ck.warmup)
         return run, rewrite
 
     def close(self) -> None:
@@ -256,6 +264,11 @@ class Run:
     def write_checkpoint(self) -> None:
         """Write the checkpoint of the current iteration (atomically)."""
         cfg = self.components.cfg
+        warm = self.warmup
+        if warm is None:
+            self.counters.pop("warmup", None)
+        else:
+            self.counters["warmup"] = warm.position()
         ck = ckpt.Checkpoint(
             iteration=self.iteration, run_uuid=self.run_uuid, config_toml=cfg.to_toml(),
             config_sources=cfg.sources, plugins=self.components.plugins,
@@ -265,7 +278,8 @@ class Run:
             temperatures=self.components.engine.ladder.temperature_k, counters=self.counters,
             created_utc=self.created, blas_backend=blas_backend(),
             masses_k=(None if self.components.engine.masses_k is None
-                      else np.stack(self.components.engine.masses_k)))
+                      else np.stack(self.components.engine.masses_k)),
+            warmup=None if warm is None else dict(warm.sums))
         self.world.on_root(lambda: _write(self.dir / ckpt.CHECKPOINT, self.dir, self.committed,
                                           lambda: ckpt.write_checkpoint(self.dir, ck)))
         self.committed = self.iteration
@@ -313,6 +327,8 @@ class Run:
              stop: interrupt.StopSignals) -> Run:
         settings = self.components.cfg["run"]
         engine = self.components.engine
+        if self.warmup is not None:
+            self._warm_up(stop)
         total = settings["n_iterations"]
         start = self.iteration
         rows: dict[str, list[Any]] = {}
@@ -365,6 +381,42 @@ class Run:
                                      float(info.energy_k[0]), frozen))
         log.info("run finished at iteration %d", self.iteration)
         return self
+
+    def _warm_up(self, stop: interrupt.StopSignals) -> None:
+        """Finish the warm-up, checkpointing at every phase boundary and every
+        ``checkpoint_every`` iterations; a stop request ends it at the next checkpoint."""
+        assert self.warmup is not None
+        warm = warm_up_plan(self.components)
+        if self.warmup.stage == "ladder" and self.warmup.round == 0 and not self.warmup.done:
+            log.info("adapting the ladder: %d rounds from %d iterations", warm.rounds,
+                     warm.first_length)
+        t_last = time.monotonic()
+
+        def save(state: REState, position: WarmUpState) -> None:
+            nonlocal t_last
+            self.state = state
+            self.warmup = None if position.finished else position
+            if warm.rounds:
+                self.counters["ladder_rounds"] = list(position.records)
+            t_last = self._add_elapsed(t_last)
+            self.write_checkpoint()
+
+        self.state, position = warm.run(self.state, self.streams, self.warmup,
+                                        every=self.components.cfg["run"]["checkpoint_every"],
+                                        save=save, stop=lambda: stop.requested)
+        if not position.finished:
+            assert stop.signum is not None
+            name = interrupt.signal_name(stop.signum)
+            where = (f"round {position.round + 1} of {warm.rounds} of the ladder adaptation"
+                     if position.stage == "ladder" else "the mass estimation")
+            log.info("stopped by %s during the warm-up (%s)", name, where)
+            raise interrupt.RunInterrupted(
+                stop.signum, f"stopped by {name} during the warm-up ({where}); the checkpoint "
+                f"{self.dir / ckpt.CHECKPOINT} is complete; continue with `thermonet resume "
+                f"{self.dir}`")
+        if position.records:
+            log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)",
+                     position.records[-1]["barrier"])
 
     def _add_elapsed(self, since: float) -> float:
         now = time.monotonic()

@@ -1,8 +1,8 @@
 """The components of a run, built from a resolved configuration or restored from a checkpoint.
 
 :func:`build` loads the data and constructs the architecture, prior, minimiser and tempering
-engine through the plugin registry; :func:`initial_state` and :func:`adapt_ladder_rounds`
-initialise a new run; :func:`resume_config`, :func:`unstack_slots` and
+engine through the plugin registry; :func:`initial_state` initialises a new run and
+:func:`warm_up_plan` gives its warm-up; :func:`resume_config`, :func:`unstack_slots` and
 :func:`restore_streams` give a resumed run back exactly what its checkpoint saved.
 """
 
@@ -20,7 +20,7 @@ from thermonet.errors import CheckpointMismatchError
 from thermonet.io import checkpoint as ckpt
 from thermonet.parallel import make_executor
 from thermonet.tempering import Ladder, ReplicaExchange, REState, Streams
-from thermonet.tempering.warmup import adapt_ladder, adapt_masses
+from thermonet.tempering.warmup import WarmUp
 
 log = logging.getLogger("thermonet.run")
 
@@ -195,32 +195,16 @@ def initial_state(components: Components, streams: Streams) -> REState:
                           blocks=tuple(init["burn_in"]))
 
 
-def adapt_ladder_rounds(components: Components, state: REState, streams: Streams,
-                        counters: dict[str, Any]) -> REState:
-    """The state after the ladder's warm-up rounds, if ``[ladder] adapt_rounds`` asks for
-    them (recorded in ``counters``)."""
+def warm_up_plan(components: Components) -> WarmUp:
+    """The warm-up ``[ladder]`` asks for: ``adapt_rounds`` ladder rounds from
+    ``adapt_round_length`` iterations, then ``adapt_masses`` iterations of mass estimation."""
     cfg = components.cfg
     lad = cfg["ladder"]
-    done = 0
-    if lad["adapt_rounds"]:
-        log.info("adapting the ladder: %d rounds from %d iterations", lad["adapt_rounds"],
-                 lad["adapt_round_length"])
-        state, rounds = adapt_ladder(components.engine, state, streams,
-                                     rounds=lad["adapt_rounds"],
-                                     first_length=lad["adapt_round_length"],
-                                     anchors=lad["anchors"],
-                                     adapt_factor=cfg["run"]["adapt_factor"])
-        counters["ladder_rounds"] = rounds
-        done = sum(r["iterations"] for r in rounds)
-        log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)",
-                 rounds[-1]["barrier"])
-    if lad["adapt_masses"]:
-        log.info("estimating per-rung masses from %d iterations", lad["adapt_masses"])
-        state = adapt_masses(components.engine, state, streams,
-                             n_iterations=lad["adapt_masses"], first_iteration=done + 1,
-                             adapt_factor=cfg["run"]["adapt_factor"])
-    return state
+    return WarmUp(components.engine, rounds=lad["adapt_rounds"],
+                  first_length=lad["adapt_round_length"], anchors=lad["anchors"],
+                  mass_iterations=lad["adapt_masses"], adapt_factor=cfg["run"]["adapt_factor"])
 
 
-__all__ = ["EXTENDABLE", "Components", "adapt_ladder_rounds", "blas_backend", "build",
-           "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots"]
+__all__ = ["EXTENDABLE", "Components", "blas_backend", "build",
+           "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots",
+           "warm_up_plan"]

@@ -324,13 +324,43 @@ class HMC(Sampler):
         chain moves: these transitions are warm-up, not samples. Draws from ``rng`` only what
         the ``n`` transitions draw.
         """
-        for i, length in enumerate(adaptation.warmup_windows(int(n))):
-            da = self.warmup_start(state, first=i == 0)
-            for _ in range(length):
-                state, da, _ = self.warmup_step(state, da, rng)
-            dt = adaptation.dual_averaging_final(da, self.step_size_max)
-            state = state._replace(step_size=dt)
-        return state
+        return self.warm_up_part(state, rng, n, 0, int(n), None)[0]
+
+    def warm_up_part(self, state: HMCState, rng: np.random.Generator, n: int, start: int,
+                     stop: int, da: adaptation.DualAveraging | None
+                     ) -> tuple[HMCState, adaptation.DualAveraging | None]:
+        """Transitions ``start .. stop - 1`` of :meth:`warm_up` over ``n``, from the
+        dual-averaging state ``da`` the part before returned (unused at a window's start)."""
+        edges = np.cumsum([0, *adaptation.warmup_windows(int(n))])
+        for t in range(int(start), int(stop)):
+            w = int(np.searchsorted(edges, t, side="right")) - 1
+            if t == edges[w]:
+                da = self.warmup_start(state, first=w == 0)
+            elif da is None:
+                raise ValueError(f"warm-up transition {t} is inside a window: it needs the "
+                                 "dual-averaging state of the part before")
+            state, da, _ = self.warmup_step(state, da, rng)
+            if t + 1 == edges[w + 1]:
+                state = state._replace(
+                    step_size=adaptation.dual_averaging_final(da, self.step_size_max))
+        return state, da
+
+    def adapt_transitions(self) -> int:
+        """``warmup_transitions`` with ``adapt_method = "chain"`` (:meth:`adapt_part` splits
+        them), else 0."""
+        return self.config.warmup_transitions if self.config.adapt_method == "chain" else 0
+
+    def adapt_part(self, state: HMCState, rng: np.random.Generator, start: int, stop: int,
+                   carry: FloatArray | None) -> tuple[HMCState, FloatArray | None]:
+        """A part of the "chain" warm-up (:meth:`warm_up_part`); ``carry`` is the
+        dual-averaging state as six floats."""
+        if not self.adapt_transitions():
+            return super().adapt_part(state, rng, start, stop, carry)
+        da = None if carry is None else adaptation.DualAveraging(
+            float(carry[0]), float(carry[1]), float(carry[2]), float(carry[3]),
+            int(carry[4]), float(carry[5]))
+        state, da = self.warm_up_part(state, rng, self.adapt_transitions(), start, stop, da)
+        return state, None if da is None else np.array(da, dtype=np.float64)
 
 
 def bracket_search(sampler: HMC, state: HMCState, rng: np.random.Generator,

@@ -351,6 +351,37 @@ class ReplicaExchange:
         return [result for result, _ in out]
 
 
+    def adapt_transitions(self) -> int:
+        """Transitions per slot of :meth:`adapt` that :meth:`adapt_part` can split (every
+        sampled slot's :meth:`~thermonet.api.Sampler.adapt_transitions`, if they agree);
+        0: :meth:`adapt` is one unit."""
+        counts = {int(s.adapt_transitions()) for s in self.samplers
+                  if not isinstance(s, PriorRung)}
+        return counts.pop() if len(counts) == 1 else 0
+
+    def adapt_part(self, state: REState, streams: Streams, start: int, stop: int,
+                   carry_k: FloatArray | None) -> tuple[REState, FloatArray]:
+        """Transitions ``start .. stop - 1`` of :meth:`adapt` at every slot (in parallel, own
+        stream each). ``carry_k`` (K, m): what the part before returned (None at 0); the
+        rows of slots without a carry (a prior rung) are NaN."""
+        rngs = _slot_streams(streams, self.n_slots)
+
+        def run(k: int) -> tuple[Any, Any]:
+            sampler = self.samplers[k]
+            if isinstance(sampler, PriorRung):
+                return state.slots[k], None
+            carry = None if carry_k is None else carry_k[k]
+            return sampler.adapt_part(state.slots[k], rngs[k], start, stop, carry)
+
+        results = self.executor.map(run, range(self.n_slots))
+        width = max((len(c) for _, c in results if c is not None), default=0)
+        out = np.full((self.n_slots, width), np.nan)
+        for k, (_, c) in enumerate(results):
+            if c is not None:
+                out[k] = c
+        return state._replace(slots=tuple(r[0] for r in results)), out
+
+
 def _slot_streams(streams: Any, n_slots: int) -> Sequence[np.random.Generator]:
     """The per-slot generators of ``streams``: a :class:`Streams`, or (for callers written
     against the older sampler-style API) a sequence of K + 1 generators."""

@@ -1,12 +1,23 @@
-"""The warm-up of a replica-exchange run: ladder adaptation in rounds, then a frozen ladder.
+"""The warm-up of a replica-exchange run: ladder adaptation in rounds, per-rung masses, then a
+frozen ladder; resumable at its checkpoints.
 
 Round r runs ``first_length * 2**r`` iterations of the engine on the current ladder, measures
 each pair's swap rejection rate, and moves the rungs to equalise it
 (:func:`thermonet.tempering.ladder_adaptation.equalised_betas`); the slots keep their
-configurations and re-tune their step sizes at the new temperatures. After the last round the
-ladder is frozen, so production is an exact Markov chain with fixed temperatures. Each round's
-ladder, rejection rates and barrier estimate ``Lambda = sum_j r_j`` are returned for the run's
-record. The warm-up draws only from the run's own streams, so it is reproducible from the seed.
+configurations and re-tune their step sizes at the new temperatures. Optionally a diagonal
+mass matrix per rung is then estimated and installed (:func:`adapt_masses`). After the warm-up
+the ladder and masses are frozen, so production is an exact Markov chain. Each round's ladder,
+rejection rates and barrier estimate ``Lambda = sum_j r_j`` are returned for the run's record.
+
+Resuming: :class:`WarmUp` runs the same steps as a sequence of phases (sample the round, then
+re-tune the step sizes) and hands its position (:class:`WarmUpState`: plain numbers and the
+running sums of the phase) to a ``save`` callback at every phase boundary and every ``every``
+iterations inside a sampling phase. The engine's state, streams, ladder and masses plus that
+position are everything the rest of the warm-up depends on, so a run restored from any of these
+points finishes the warm-up bit for bit as an uninterrupted one. A step-size re-tune along the
+chain (HMC's ``adapt_method = "chain"``) is checkpointed every ``every`` transitions per rung
+with each rung's dual-averaging state; a re-tune a sampler cannot split is one unit (a stop
+during it resumes from the checkpoint just before it).
 
 References
 ----------
@@ -15,14 +26,21 @@ S. Syed, A. Bouchard-Côté, G. Deligiannidis & A. Doucet, JRSS B 84 (2022) 321,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from thermonet.tempering.exchange import ReplicaExchange, REState, Streams
+from thermonet.errors import CheckpointMismatchError
+from thermonet.tempering.exchange import REInfo, ReplicaExchange, REState, Streams
 from thermonet.tempering.ladder import Ladder
 from thermonet.tempering.ladder_adaptation import equalised_betas, rejection_rates
+
+#: the stages of a warm-up, in order
+STAGES = ("ladder", "masses", "done")
+#: the phases of a stage: sample with the current ladder, then re-tune the step sizes
+PHASES = ("sample", "tune")
 
 
 def anchor_slots(ladder: Ladder, temperatures: Sequence[float]) -> list[int]:
@@ -32,34 +50,199 @@ def anchor_slots(ladder: Ladder, temperatures: Sequence[float]) -> list[int]:
             for a in temperatures]
 
 
+@dataclass
+class WarmUpState:
+    """Where a warm-up stands, in plain numbers and arrays (a checkpoint stores it).
+
+    ``sums`` holds the running sums of the sampling phase: swap attempts and acceptances per
+    pair in a ladder round (``attempted``, ``accepted``), the parameters and their squares
+    per rung while the masses are estimated (``total``, ``total_sq``); in a re-tune, the
+    samplers' carry (``carry``, (K, m): HMC's dual-averaging state per rung).
+    """
+
+    stage: str = "done"       #: one of :data:`STAGES`
+    phase: str = "sample"     #: one of :data:`PHASES`
+    round: int = 0            #: ladder round (0-based) while ``stage == "ladder"``
+    done: int = 0             #: iterations (sample) or transitions per rung (tune) done
+    iteration: int = 0        #: warm-up iterations so far (the swap scheme's clock)
+    records: list[dict[str, Any]] = field(default_factory=list)   #: one per finished round
+    sums: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        """Whether nothing is left to do."""
+        return self.stage == "done"
+
+    def position(self) -> dict[str, Any]:
+        """Everything but ``sums`` and ``records``, JSON-ready."""
+        return {"stage": self.stage, "phase": self.phase, "round": self.round,
+                "done": self.done, "iteration": self.iteration}
+
+    @classmethod
+    def restore(cls, position: dict[str, Any], records: list[dict[str, Any]],
+                sums: dict[str, np.ndarray] | None) -> WarmUpState:
+        """The state saved as ``position()``, ``records`` and ``sums`` (from a checkpoint)."""
+        try:
+            ws = cls(str(position["stage"]), str(position["phase"]), int(position["round"]),
+                     int(position["done"]), int(position["iteration"]), list(records),
+                     {k: np.array(v, dtype=np.float64) for k, v in (sums or {}).items()})
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointMismatchError(f"the checkpoint's warm-up position {position!r} is "
+                                          f"incomplete ({err}); expected the keys stage, phase, "
+                                          "round, done, iteration") from None
+        if ws.stage not in STAGES or ws.phase not in PHASES:
+            raise CheckpointMismatchError(f"the checkpoint's warm-up position {position!r} "
+                                          f"names an unknown stage or phase; expected {STAGES} "
+                                          f"and {PHASES}")
+        return ws
+
+
+class WarmUp:
+    """The warm-up plan of one run: ``rounds`` ladder rounds from ``first_length`` iterations,
+    then ``mass_iterations`` iterations of mass estimation (0: none).
+
+    Parameters
+    ----------
+    engine : ReplicaExchange
+        Its ladder and masses are changed in place.
+    anchors : temperatures that never move (besides the two ends)
+    adapt_factor : the step-size re-tune's factor (:meth:`ReplicaExchange.adapt`)
+    """
+
+    def __init__(self, engine: ReplicaExchange, *, rounds: int = 0, first_length: int = 8,
+                 anchors: Sequence[float] = (), mass_iterations: int = 0,
+                 adapt_factor: float = 0.9) -> None:
+        self.engine = engine
+        self.rounds = int(rounds)
+        self.first_length = int(first_length)
+        self.anchors = tuple(float(a) for a in anchors)
+        self.mass_iterations = int(mass_iterations)
+        self.adapt_factor = adapt_factor
+
+    def start(self, iteration: int = 0) -> WarmUpState:
+        """The position before anything is done (``finished`` if there is nothing to do)."""
+        ws = WarmUpState(iteration=int(iteration))
+        ws.stage = "ladder" if self.rounds else ("masses" if self.mass_iterations else "done")
+        return ws
+
+    def length(self, ws: WarmUpState) -> int:
+        """Iterations of the current sampling phase."""
+        if ws.stage == "ladder":
+            return self.first_length * 2 ** ws.round
+        return self.mass_iterations
+
+    def run(self, state: REState, streams: Streams, ws: WarmUpState, *, every: int = 0,
+            save: Callable[[REState, WarmUpState], None] | None = None,
+            stop: Callable[[], bool] = lambda: False) -> tuple[REState, WarmUpState]:
+        """Advance from ``ws`` to the end, or to the first ``save`` after ``stop()`` turns
+        true; return the state and the position reached (``ws`` is updated in place)."""
+        while not ws.finished:
+            if ws.phase == "sample":
+                n = self.length(ws)
+                while ws.done < n:
+                    ws.iteration += 1
+                    state, info = self.engine.step(state, streams, iteration=ws.iteration)
+                    self._accumulate(ws, state, info)
+                    ws.done += 1
+                    if ws.done < n and save is not None and (
+                            (every and ws.done % every == 0) or stop()):
+                        save(state, ws)
+                        if stop():
+                            return state, ws
+                self._finish_sampling(ws)
+            else:
+                state, stopped = self._tune(state, streams, ws, every, save, stop)
+                if stopped:
+                    return state, ws
+                self._next_stage(ws)
+            if save is not None:
+                save(state, ws)
+            if stop():
+                break
+        return state, ws
+
+    def _tune(self, state: REState, streams: Streams, ws: WarmUpState, every: int,
+              save: Callable[[REState, WarmUpState], None] | None,
+              stop: Callable[[], bool]) -> tuple[REState, bool]:
+        """Re-tune the step sizes at the current ladder and masses: in parts of ``every``
+        transitions per rung when the samplers' warm-up can be split (the dual-averaging
+        states are the carry), else in one :meth:`ReplicaExchange.adapt`. Returns the state
+        and whether it stopped on request."""
+        n = self.engine.adapt_transitions()
+        if not n:
+            return self.engine.adapt(state, streams, factor=self.adapt_factor), False
+        while ws.done < n:
+            end = min(n, ws.done + every) if every else n
+            state, carry = self.engine.adapt_part(state, streams, ws.done, end,
+                                                  ws.sums.get("carry"))
+            ws.done, ws.sums = end, {"carry": carry}
+            if ws.done < n and save is not None:
+                save(state, ws)
+                if stop():
+                    return state, True
+        return state, False
+
+    def _accumulate(self, ws: WarmUpState, state: REState, info: REInfo) -> None:
+        if ws.stage == "ladder":
+            if not ws.sums:
+                ws.sums = {"attempted": np.zeros(self.engine.n_slots - 1),
+                           "accepted": np.zeros(self.engine.n_slots - 1)}
+            ws.sums["attempted"] += info.swap_attempted_k
+            ws.sums["accepted"] += info.swap_accepted_k
+            return
+        theta = np.stack([s.theta for s in state.slots])
+        if not ws.sums:
+            ws.sums = {"total": np.zeros_like(theta), "total_sq": np.zeros_like(theta)}
+        ws.sums["total"] += theta
+        ws.sums["total_sq"] += theta * theta
+
+    def _finish_sampling(self, ws: WarmUpState) -> None:
+        """Move the rungs (a ladder round) or install the masses, then go to the re-tune."""
+        engine = self.engine
+        if ws.stage == "ladder":
+            rejection = rejection_rates(ws.sums["attempted"], ws.sums["accepted"])
+            ws.records.append({"round": ws.round + 1, "iterations": ws.done,
+                               "temperatures": [float(t) for t in engine.ladder.temperature_k],
+                               "rejection": [float(x) for x in rejection],
+                               "barrier": float(rejection.sum())})
+            beta = equalised_betas(engine.ladder.beta_k, rejection,
+                                   anchor_slots(engine.ladder, self.anchors))
+            with np.errstate(divide="ignore"):
+                engine.set_ladder(Ladder(1.0 / beta))
+        else:
+            engine.set_masses(list(mass_estimate(ws.sums["total"], ws.sums["total_sq"],
+                                                 ws.done)))
+        ws.phase, ws.done, ws.sums = "tune", 0, {}
+
+    def _next_stage(self, ws: WarmUpState) -> None:
+        ws.phase, ws.done, ws.sums = "sample", 0, {}
+        if ws.stage == "ladder" and ws.round + 1 < self.rounds:
+            ws.round += 1
+        elif ws.stage == "ladder" and self.mass_iterations:
+            ws.stage = "masses"
+        else:
+            ws.stage = "done"
+
+
+def mass_estimate(total: np.ndarray, total_sq: np.ndarray, n: int) -> np.ndarray:
+    """Per-rung masses from the sums of ``n`` draws: the inverse variances, regularised
+    towards 1 as Stan does (``var_reg = n/(n+5) var + 1e-3 * 5/(n+5)``)."""
+    mean = total / n
+    var = np.maximum(total_sq / n - mean * mean, 0.0) * n / max(n - 1, 1)
+    reg = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+    return np.asarray(1.0 / reg)
+
+
 def adapt_ladder(engine: ReplicaExchange, state: REState, streams: Streams, *, rounds: int,
                  first_length: int, anchors: Sequence[float] = (),
                  adapt_factor: float = 0.9) -> tuple[REState, list[dict[str, Any]]]:
     """Run ``rounds`` rounds of ladder adaptation on ``engine`` (its ladder is changed in
     place); return the state at the end and one record per round."""
-    fixed = anchor_slots(engine.ladder, anchors)
-    records: list[dict[str, Any]] = []
-    iteration = 0
-    length = int(first_length)
-    for r in range(int(rounds)):
-        attempted = np.zeros(engine.n_slots - 1)
-        accepted = np.zeros(engine.n_slots - 1)
-        for _ in range(length):
-            iteration += 1
-            state, info = engine.step(state, streams, iteration=iteration)
-            attempted += info.swap_attempted_k
-            accepted += info.swap_accepted_k
-        rejection = rejection_rates(attempted, accepted)
-        records.append({"round": r + 1, "iterations": length,
-                        "temperatures": [float(t) for t in engine.ladder.temperature_k],
-                        "rejection": [float(x) for x in rejection],
-                        "barrier": float(rejection.sum())})
-        beta = equalised_betas(engine.ladder.beta_k, rejection, fixed)
-        with np.errstate(divide="ignore"):
-            engine.set_ladder(Ladder(1.0 / beta))
-        state = engine.adapt(state, streams, factor=adapt_factor)
-        length *= 2
-    return state, records
+    warm = WarmUp(engine, rounds=rounds, first_length=first_length, anchors=anchors,
+                  adapt_factor=adapt_factor)
+    ws = warm.start()
+    state, ws = warm.run(state, streams, ws)
+    return state, ws.records
 
 
 def adapt_masses(engine: ReplicaExchange, state: REState, streams: Streams, *,
@@ -68,27 +251,15 @@ def adapt_masses(engine: ReplicaExchange, state: REState, streams: Streams, *,
     """Estimate a diagonal mass matrix per rung from ``n_iterations`` iterations and install it.
 
     The masses of rung k are the inverse of the variances of the parameters sampled there,
-    regularised towards 1 as Stan does (``var_reg = n/(n+5) var + 1e-3 * 5/(n+5)``), so that
-    HMC's momenta match each direction's scale at that temperature (the layers of M(3) differ
-    in scale by an order of magnitude, and the spread grows with T). The step sizes are then
-    re-tuned. Like the ladder, the masses are frozen before production.
+    regularised towards 1 (:func:`mass_estimate`), so that HMC's momenta match each
+    direction's scale at that temperature (the layers of M(3) differ in scale by an order of
+    magnitude, and the spread grows with T). The step sizes are then re-tuned. Like the
+    ladder, the masses are frozen before production.
     """
-    n = int(n_iterations)
-    k = engine.n_slots
-    total = np.zeros((k, engine.potential.n_params))
-    total_sq = np.zeros_like(total)
-    iteration = int(first_iteration) - 1
-    for _ in range(n):
-        iteration += 1
-        state, _ = engine.step(state, streams, iteration=iteration)
-        theta = np.stack([s.theta for s in state.slots])
-        total += theta
-        total_sq += theta * theta
-    mean = total / n
-    var = np.maximum(total_sq / n - mean * mean, 0.0) * n / max(n - 1, 1)
-    reg = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
-    engine.set_masses(list(1.0 / reg))
-    return engine.adapt(state, streams, factor=adapt_factor)
+    warm = WarmUp(engine, mass_iterations=n_iterations, adapt_factor=adapt_factor)
+    state, _ = warm.run(state, streams, warm.start(int(first_iteration) - 1))
+    return state
 
 
-__all__ = ["adapt_ladder", "adapt_masses", "anchor_slots"]
+__all__ = ["PHASES", "STAGES", "WarmUp", "WarmUpState", "adapt_ladder", "adapt_masses",
+           "anchor_slots", "mass_estimate"]
