@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.data import _robot_arm as robot_arm
 from thermonet.data._embedded import EMBEDDED_PATH, read_embedded
 from thermonet.data._mnist import (
     DATA_ENV,
@@ -81,9 +82,16 @@ class Dataset:
 
     def __post_init__(self) -> None:
         x = np.ascontiguousarray(self.x, dtype=np.float64)
-        y = np.ascontiguousarray(self.y, dtype=np.int64)
+        if np.issubdtype(np.asarray(self.y).dtype, np.floating):
+            # real-valued targets of a regression set, one row per case
+            y = np.ascontiguousarray(self.y, dtype=np.float64)
+            if y.ndim != 2 or y.shape[0] != x.shape[0]:
+                raise DataError(f"Dataset {self.name!r}: x has shape {x.shape}, real-valued "
+                                f"targets {y.shape}; expected (n, n_inputs) and (n, n_outputs)")
+        else:
+            y = np.ascontiguousarray(self.y, dtype=np.int64)
         idx = np.ascontiguousarray(self.indices, dtype=np.int64)
-        if x.ndim != 2 or y.shape != (x.shape[0],) or idx.shape != y.shape:
+        if x.ndim != 2 or y.shape[:1] != (x.shape[0],) or idx.shape != y.shape[:1]:
             raise DataError(f"Dataset {self.name!r}: x has shape {x.shape}, y {y.shape}, indices "
                             f"{idx.shape}; expected (n, n_inputs), (n,) and (n,)")
         object.__setattr__(self, "x", x)
@@ -341,6 +349,18 @@ def _check_pillow_consistency(train: Dataset, full: Mnist16) -> None:
             pillow_version())
 
 
+def robot_arm_split() -> DataSplit:
+    """The robot-arm problem's stored 200 training and 200 test cases
+    (:mod:`thermonet.data._robot_arm`)."""
+    arrays, prov = robot_arm.read()
+    n_tr, n_te = len(arrays["y_train"]), len(arrays["y_test"])
+    train = Dataset(robot_arm.NAME, arrays["x_train"], arrays["y_train"], np.arange(n_tr),
+                    {**prov, "role": "train"})
+    test = Dataset(f"{robot_arm.NAME}-test", arrays["x_test"], arrays["y_test"],
+                   np.arange(n_te), {**prov, "role": "test"})
+    return DataSplit(train, test, "official")
+
+
 def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = None,
               data_dir: PathLike | None = None, seed: int | None = None) -> DataSplit:
     """Load a training set and its test set.
@@ -361,6 +381,8 @@ def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = Non
     DataSplit
         ``test_kind`` and ``test.name`` say which test set was used.
     """
+    if name == robot_arm.NAME:
+        return robot_arm_split()
     if test not in TEST_KINDS:
         raise DataError(f"test={test!r}; expected one of {', '.join(map(repr, TEST_KINDS))}")
     train = load_dataset(name, mnist_dir=mnist_dir, data_dir=data_dir, seed=seed)
