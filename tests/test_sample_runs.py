@@ -13,7 +13,24 @@ from thermonet.cli import main
 ALL = sorted((Path(__file__).resolve().parents[1] / "sample_runs").glob("*.toml"))
 BASELINES = [p for p in ALL if p.stem.startswith("baseline_")]
 #: configs of other commands (thermonet anneal / evidence), checked by their own tests
-OTHER_COMMANDS = [p for p in ALL if p.stem.startswith(("anneal_", "evidence_"))]
+#: and the robot-arm recipe, driven by scripts/robot_arm.py (checked below)
+OTHER_COMMANDS = [p for p in ALL if p.stem.startswith(("anneal_", "evidence_", "robot_arm"))]
+
+
+def test_robot_arm_recipe_builds():
+    import tomllib
+
+    from thermonet.architectures.regression import RegressionMLP
+    from thermonet.samplers.hmc_gibbs import GibbsHMCConfig
+
+    with open(Path(__file__).resolve().parents[1] / "sample_runs" / "robot_arm.toml",
+              "rb") as fh:
+        cfg = tomllib.load(fh)
+    arch = RegressionMLP(2, n_outputs=2, **{k: v for k, v in cfg["architecture"].items()
+                                            if k != "name"})
+    assert arch.n_params == 2 * 16 + 16 + 16 * 2 + 2
+    sc = GibbsHMCConfig(**{k: v for k, v in cfg["sampler"].items() if k != "name"})
+    assert (sc.n_leapfrog, sc.window, sc.persistence) == (200, 20, 0.95)   # Rasmussen's
 SAMPLE_RUNS = [p for p in ALL if p not in BASELINES and p not in OTHER_COMMANDS]
 
 

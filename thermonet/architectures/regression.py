@@ -272,7 +272,7 @@ class RegressionMLP(Architecture):
             prec[idx] = scale * s * (hyper[g] if self.hierarchical else
                                      1.0 / self.weight_std ** 2)
         prec[self.output_bias_index] = scale / self.output_bias_std ** 2
-        tau = float(hyper[n_g]) if self.noise_prior is not None else 1.0 / self.noise_std ** 2
+        tau = float(hyper[n_g]) if self.noise_std is None else 1.0 / self.noise_std ** 2
         return tau, prec
 
     # -- the Architecture contract ----------------------------------------------------------

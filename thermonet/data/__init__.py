@@ -28,8 +28,8 @@ from thermonet.data._datasets import (
     load_dataset,
     make_subset,
     official_test,
+    robot_arm_split,
 )
-from thermonet.data._datasets import robot_arm_split
 from thermonet.data._embedded import BUILD_COMMAND, EMBEDDED_PATH, build_embedded, read_embedded
 from thermonet.data._embedded import clear_cache as clear_embedded_cache
 from thermonet.data._fetch import DEFAULT_MIRRORS, fetch_mnist
@@ -88,8 +88,8 @@ __all__ = [
     "data_dir_path",
     "data_info",
     "fetch_mnist",
-    "generate_robot_arm",
     "find_mnist",
+    "generate_robot_arm",
     "load_data",
     "load_dataset",
     "make_subset",
@@ -103,9 +103,9 @@ __all__ = [
     "read_idx",
     "read_paper_subset",
     "read_robot_arm",
+    "resize16",
     "robot_arm_function",
     "robot_arm_split",
-    "resize16",
     "stratified_indices",
     "subsets_dir",
     "write_robot_arm",

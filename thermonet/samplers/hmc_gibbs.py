@@ -35,7 +35,7 @@ from thermonet.types import FloatArray
 
 @dataclass(frozen=True)
 class GibbsHMCConfig(HMCConfig):
-    """:class:`~thermonet.samplers.hmc.HMCConfig` plus
+    """Settings: those of :class:`~thermonet.samplers.hmc.HMCConfig`, plus the following.
 
     Attributes
     ----------
@@ -57,13 +57,15 @@ class GibbsHMCConfig(HMCConfig):
 
 
 class GibbsHMCState(NamedTuple):
+    """Everything the next transition needs (checkpointed field by field)."""
+
     theta: FloatArray        #: (n_params,) weights
     energy: float            #: E(theta) at the current hyperparameters
     grad: FloatArray         #: dE/dtheta
     step_size: float         #: dt
     momentum: FloatArray     #: (n_params,) persistent momenta
     hyper: FloatArray        #: hyperparameters in the order of hyper_model().names()
-    count: int               #: transitions done (for fixed_hyper_transitions)
+    n_done: int              #: transitions done (for fixed_hyper_transitions)
 
 
 class GibbsHMC(HMC):
@@ -85,7 +87,7 @@ class GibbsHMC(HMC):
         if self.hyper_model is not None:
             self.potential.set_hyperparameters(hyper, self.temperature)
 
-    def init(self, theta0: FloatArray, step_size: float | None = None,
+    def init(self, theta0: FloatArray, step_size: float | None = None,  # type: ignore[override]
              hyper: Any = None) -> GibbsHMCState:
         """State at ``theta0`` with the potential's initial hyperparameters (or ``hyper``) and
         zero momenta (the first refresh then draws them afresh times sqrt(1 - alpha^2))."""
@@ -121,12 +123,12 @@ class GibbsHMC(HMC):
             out[len(hm.groups)] = draw_gamma(a, b, rng)
         return out
 
-    def step(self, state: GibbsHMCState, rng: np.random.Generator
+    def step(self, state: GibbsHMCState, rng: np.random.Generator  # type: ignore[override]
              ) -> tuple[GibbsHMCState, HMCInfo]:
         c = self.config
         hyper = state.hyper
         energy, grad = state.energy, state.grad
-        if self.hyper_model is not None and state.count >= c.fixed_hyper_transitions:
+        if self.hyper_model is not None and state.n_done >= c.fixed_hyper_transitions:
             hyper = self.gibbs(state.theta, state.hyper, rng)
         self._apply(hyper)
         if hyper is not state.hyper:
@@ -161,7 +163,7 @@ class GibbsHMC(HMC):
         info = HMCInfo(bool(accepted), float(log_a), float(d_h), energy, float(e1),
                        bool(divergent), True, int(done), 0, dt)
         new = GibbsHMCState(theta, float(e1), g1, state.step_size, p1, hyper,
-                            int(state.count) + 1)
+                            int(state.n_done) + 1)
         return new, info
 
     def propose(self, state: Any, rng: np.random.Generator) -> Any:

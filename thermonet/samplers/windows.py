@@ -95,10 +95,8 @@ def windowed_transition(sampler: Any, theta0: FloatArray, e0: float, grad0: Floa
     th, p, g = theta0.copy(), p0.copy(), grad0.copy()
     idx = s
     while idx < big_l:
-        if in_window(idx + 1):
-            m = 1
-        else:
-            m = (big_l + 1 - w) - (idx + 1) + 1     # up to the accept window's first state
+        # one step inside a window, else up to the accept window's first state
+        m = 1 if in_window(idx + 1) else big_l + 1 - w - idx
         e, _, status, _ = pot.trajectory(th, p, g, im, dt, m, wall, hw, runaway)
         done += m
         idx += m
