@@ -1,85 +1,67 @@
-"""Bayesian learning on the robot arm by Rasmussen's recipe (docs/regression.md).
+"""Rasmussen's recipe on the robot arm for several chain seeds, through `thermonet run` and
+`thermonet analyse` (docs/regression.md).
 
-    python scripts/robot_arm.py sample_runs/robot_arm.toml [--seed N] [--transitions N]
+    python scripts/robot_arm.py sample_runs/robot_arm.toml --seeds 1 2 3 4 --out runs/robot_arm
 
-Prints the test squared error of the averaged outputs (Neal 1993's measure: the squared error
-summed over the two outputs, averaged over the 200 test cases), of single networks, the
-acceptance rate, the hyperparameters' posterior means and the wall time.
+Runs the configuration once per seed into OUT/seed<N> (replacing an earlier run there),
+analyses it and prints, per seed, the test squared error of the averaged outputs (Neal 1993's
+measure: summed over the two outputs, averaged over the 200 test cases), the mean over single
+networks, the training error, the acceptance and the wall time, then a Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
+from pathlib import Path
 
-import numpy as np
-import tomllib
-
-from thermonet.architectures.regression import RegressionMLP
-from thermonet.data import load_data
-from thermonet.samplers.hmc_gibbs import GibbsHMC
+from thermonet.analysis import analyse
+from thermonet.runner import detach_log, run
 
 
 def main() -> None:
-    """Run the recipe and print its figures as JSON."""
+    """Run, analyse and print (module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--seed", type=int)
-    ap.add_argument("--transitions", type=int)
-    ap.add_argument("--burn-in", type=int)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1])
+    ap.add_argument("--out", default="runs/robot_arm")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra dotted settings, as `thermonet run --set`")
     args = ap.parse_args()
-    with open(args.config, "rb") as fh:
-        cfg = tomllib.load(fh)
-    run = cfg["run"]
-    seed = run["seed"] if args.seed is None else args.seed
-    n_tr = run["transitions"] if args.transitions is None else args.transitions
-    burn = run["burn_in"] if args.burn_in is None else args.burn_in
-    split = load_data(cfg["data"]["name"])
-    arch_cfg = {k: v for k, v in cfg["architecture"].items() if k != "name"}
-    arch = RegressionMLP(2, n_outputs=2, **arch_cfg)
-    pot = arch.potential(split.train)
-    rng = np.random.default_rng(seed)
-    theta = arch.initial_draw(rng)
-    t0 = time.perf_counter()
-    ini = cfg["initial"]
-    s0 = GibbsHMC(pot, n_leapfrog=ini["n_leapfrog"], step_size=ini["step_size"],
-                  fixed_hyper_transitions=ini["transitions"])
-    state = s0.init(theta)
-    for _ in range(ini["transitions"]):
-        state, _ = s0.step(state, rng)
-    sc = {k: v for k, v in cfg["sampler"].items() if k != "name"}
-    s = GibbsHMC(pot, **sc)
-    state = s.init(state.theta, hyper=state.hyper)
-    test_out = np.zeros_like(split.test.y)
-    single, train_err, hyp = [], [], []
-    n_avg = n_acc = 0
-    for i in range(n_tr):
-        state, info = s.step(state, rng)
-        n_acc += info.is_accepted
-        if i >= burn and (i - burn) % run["thin"] == 0:
-            f = arch.predict(state.theta, split.test.x)
-            test_out += f
-            n_avg += 1
-            single.append(float(np.mean(np.sum((f - split.test.y) ** 2, axis=1))))
-            tr = arch.predict(state.theta, split.train.x)
-            train_err.append(float(np.mean(np.sum((tr - split.train.y) ** 2, axis=1))))
-            hyp.append(state.hyper.copy())
-    wall = time.perf_counter() - t0
-    avg = test_out / n_avg
-    names = s.hyper_model.names()
-    h = np.array(hyp)
-    print(json.dumps({
-        "seed": seed, "transitions": n_tr, "burn_in": burn, "networks_averaged": n_avg,
-        "leapfrog_per_transition": cfg["sampler"]["n_leapfrog"],
-        "acceptance": n_acc / n_tr, "wall_seconds": round(wall, 1),
-        "test_sq_error_averaged_outputs": float(np.mean(np.sum((avg - split.test.y) ** 2,
-                                                               axis=1))),
-        "test_sq_error_single_networks_mean": float(np.mean(single)),
-        "train_sq_error_single_networks_mean": float(np.mean(train_err)),
-        "posterior_mean_sd": {n: float(np.mean(1 / np.sqrt(h[:, j])))
-                              for j, n in enumerate(names)},
-    }, indent=1))
+    from thermonet.config import parse_set
+
+    extra = parse_set(args.set)
+    rows = []
+    for seed in args.seeds:
+        out = Path(args.out) / f"seed{seed}"
+        t0 = time.perf_counter()
+        run(args.config, out, overrides={**extra, "run.seed": seed}, overwrite=True)
+        detach_log()
+        wall = time.perf_counter() - t0
+        a = analyse(out)
+        t = a.table
+        row = {"seed": seed, "networks_averaged": int(t["n_samples"][0]),
+               "test_sq_error_averaged_outputs": float(t["predictive_test_error"][0]),
+               "test_sq_error_single_networks_mean": float(t["test_error"][0]),
+               "test_sq_error_single_networks_err": float(t["test_error_err"][0]),
+               "train_sq_error_single_networks_mean": float(t["train_error"][0]),
+               "acceptance": float(t["acceptance"][0]), "wall_seconds": round(wall, 1)}
+        rows.append(row)
+        print(json.dumps(row))
+    print("\n| chain seed | test error, averaged outputs | single networks (mean) | training "
+          "(single) | acceptance | wall time |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['seed']} | {r['test_sq_error_averaged_outputs']:.5f} | "
+              f"{r['test_sq_error_single_networks_mean']:.5f} | "
+              f"{r['train_sq_error_single_networks_mean']:.5f} | {r['acceptance']:.2f} | "
+              f"{r['wall_seconds']:.0f} s |")
+    if len(rows) > 1:
+        v = [r["test_sq_error_averaged_outputs"] for r in rows]
+        m = sum(v) / len(v)
+        sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+        print(f"\naveraged outputs over {len(v)} chains: {m:.5f} +- {sd:.5f} (sd)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import configparser
 import importlib.metadata as md
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,24 +63,17 @@ def source_entry_points(setup_cfg: Path = ROOT / "setup.cfg") -> dict[str, dict[
     return out
 
 
-@pytest.fixture(scope="session", autouse=True)
-def source_tree_plugins():
-    """Built-in plugins come only from entry-point metadata (thermonet.registry), and the
-    shared environment's metadata is that of the checkout it was installed from, which may
-    predate this tree's setup.cfg. So the tests register, through the registry's discovery
-    seam, every built-in this setup.cfg declares and the installed metadata lacks, as the
-    ``thermonet`` distribution (what ``pip install -e .`` would record). Nothing already
-    installed is replaced; with current metadata this adds nothing."""
-    from thermonet import registry
-
+def with_source_plugins(real: Any) -> Any:
+    """An entry-point lookup (the registry's ``_entry_points`` seam) that adds to ``real``'s
+    every built-in this tree's setup.cfg declares and ``real`` lacks, as the ``thermonet``
+    distribution (what ``pip install -e .`` would record)."""
     declared = source_entry_points()
     try:
         dist = md.distribution("thermonet")
     except md.PackageNotFoundError:
         dist = None
-    real = registry._entry_points
 
-    def with_source(group: str) -> list:
+    def lookup(group: str) -> list:
         eps = list(real(group))
         have = {ep.name for ep in eps}
         for name, value in declared.get(group, {}).items():
@@ -88,10 +82,34 @@ def source_tree_plugins():
                 eps.append(ep._for(dist) if dist is not None and hasattr(ep, "_for") else ep)
         return eps
 
+    return lookup
+
+
+def cli_with_source_plugins() -> None:
+    """``thermonet`` with this tree's built-ins registered; for tests that run the command
+    line in a subprocess: ``python -c "from tests.conftest import cli_with_source_plugins as
+    m; m()" run ...``."""
+    from thermonet import registry
+    from thermonet.cli import main
+
+    registry._entry_points = with_source_plugins(registry._entry_points)
+    registry.refresh()
+    main()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def source_tree_plugins():
+    """Built-in plugins come only from entry-point metadata (thermonet.registry), and the
+    shared environment's metadata is that of the checkout it was installed from, which may
+    predate this tree's setup.cfg. So the tests register, through the registry's discovery
+    seam, every built-in this setup.cfg declares and the installed metadata lacks. Nothing
+    already installed is replaced; with current metadata this adds nothing."""
+    from thermonet import registry
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(registry, "_entry_points", with_source)
+        mp.setattr(registry, "_entry_points", with_source_plugins(registry._entry_points))
         registry.refresh()
-        yield declared
+        yield source_entry_points()
     registry.refresh()
 
 

@@ -13,24 +13,19 @@ from thermonet.cli import main
 ALL = sorted((Path(__file__).resolve().parents[1] / "sample_runs").glob("*.toml"))
 BASELINES = [p for p in ALL if p.stem.startswith("baseline_")]
 #: configs of other commands (thermonet anneal / evidence), checked by their own tests
-#: and the robot-arm recipe, driven by scripts/robot_arm.py (checked below)
-OTHER_COMMANDS = [p for p in ALL if p.stem.startswith(("anneal_", "evidence_", "robot_arm"))]
+OTHER_COMMANDS = [p for p in ALL if p.stem.startswith(("anneal_", "evidence_"))]
 
 
-def test_robot_arm_recipe_builds():
-    import tomllib
-
-    from thermonet.architectures.regression import RegressionMLP
-    from thermonet.samplers.hmc_gibbs import GibbsHMCConfig
-
-    with open(Path(__file__).resolve().parents[1] / "sample_runs" / "robot_arm.toml",
-              "rb") as fh:
-        cfg = tomllib.load(fh)
-    arch = RegressionMLP(2, n_outputs=2, **{k: v for k, v in cfg["architecture"].items()
-                                            if k != "name"})
-    assert arch.n_params == 2 * 16 + 16 + 16 * 2 + 2
-    sc = GibbsHMCConfig(**{k: v for k, v in cfg["sampler"].items() if k != "name"})
+def test_robot_arm_recipe_has_rasmussens_settings():
+    cfg = cfgmod.load(Path(__file__).resolve().parents[1] / "sample_runs" / "robot_arm.toml")
+    assert cfg["architecture"]["name"] == "mlp-regression"
+    assert (cfg["architecture"]["hyper_width"], cfg["architecture"]["hyper_shape"]) == (0.05,
+                                                                                       0.5)
+    sc = cfg.configs["sampler"]
     assert (sc.n_leapfrog, sc.window, sc.persistence) == (200, 20, 0.95)   # Rasmussen's
+    assert sc.fixed_hyper_transitions == cfg["init"]["burn_in"][0] == 10    # his first phase
+
+
 SAMPLE_RUNS = [p for p in ALL if p not in BASELINES and p not in OTHER_COMMANDS]
 
 

@@ -291,9 +291,16 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                             "temperatures there")
 
     # references and the best temperature
+    task = split.train.task if split is not None else "classification"
     n_classes = int(getattr(arch, "widths", [0, 10])[-1]) if arch is not None else 10
-    references = {"uninformed_per_point": math.log(n_classes),
-                  "uninformed_error": 1.0 - 1.0 / n_classes,
+    uninformed = (math.log(n_classes), 1.0 - 1.0 / n_classes)
+    if task == "regression" and split is not None:
+        # predicting the training targets' mean everywhere: its test squared error
+        mean = np.mean(split.train.y, axis=0)
+        uninformed = (math.nan, float(np.mean(np.sum((split.test.y - mean) ** 2, axis=1)))
+                      if n_test else math.nan)
+    references = {"uninformed_per_point": uninformed[0],
+                  "uninformed_error": uninformed[1],
                   "baseline_test_energy_per_point": math.nan,
                   "baseline_test_energy_per_point_err": math.nan,
                   "baseline_test_error": math.nan, "baseline_test_error_err": math.nan,
@@ -310,7 +317,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "data": data_name,
         "test_set": getattr(split.test, "name", None) if split is not None else None,
         "test_kind": getattr(split, "test_kind", None) if split is not None else None,
-        "n_train": n_train, "n_test": n_test, "n_classes": n_classes,
+        "n_train": n_train, "n_test": n_test, "n_classes": n_classes, "task": task,
         "iterations": ck.iteration, "discard": float(discard),
         "discarded_iterations": start, "iterations_used": n_used,
         "first_iteration_used": first_it if n_used > 0 else None,

@@ -91,6 +91,20 @@ class Sampler(abc.ABC):
         """Tune the step size by extra trajectories; default: no adaptation."""
         return state
 
+    def state_energy(self, state: Any) -> float:
+        """``E`` of ``state`` recomputed from its configuration (a resumed run compares it with
+        the checkpointed ``state.energy``). Default: ``potential.energy(state.theta)``; a
+        sampler whose energy depends on more of its state (hyperparameters) overrides it."""
+        return float(self.potential.energy(state.theta))
+
+    def swap_energy(self, state: Any) -> float:
+        """The energy that the temperature divides in this slot's target, for the replica-
+        exchange rule ``min(1, exp((beta_j - beta_k)(U_j - U_k)))``. Default: ``state.energy``
+        (the target is ``exp(-E/T) prior``). A sampler whose state also carries untempered
+        terms (a hierarchical prior with Gibbs-sampled hyperparameters) returns the tempered
+        part only."""
+        return float(state.energy)
+
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
         """The state of this slot after a replica exchange brings ``donor``'s configuration
         from a slot at ``donor_temperature``.

@@ -169,9 +169,14 @@ class RegressionMLP(Architecture):
 
     Parameters
     ----------
-    n_inputs, hidden, n_outputs
-        Layer widths (the robot arm: 2, [16], 2).
+    n_inputs : int
+        Input units (the robot arm: 2).
+    hidden : list of int
+        Hidden units per layer (the robot arm: [16]).
+    n_outputs : int
+        Linear output units (the robot arm: 2).
     hidden_activation : {"tanh", "logistic"}
+        The hidden units' activation (tanh: Neal's and Rasmussen's).
     noise_std : float or None
         The noise level sigma if known; None (default): unknown, its precision has the Gamma
         prior ``noise_width``/``noise_shape`` and is sampled.
@@ -179,6 +184,14 @@ class RegressionMLP(Architecture):
         True (default): one prior precision per group with a Gamma hyperprior of width
         ``hyper_width`` and shape ``hyper_shape`` (Neal's and Rasmussen's vague 0.05 and 0.5).
         False: fixed Gaussian widths ``weight_std``.
+    hyper_width : float
+        Width s of the groups' Gamma hyperprior (the precision's prior mean is 1/s^2).
+    hyper_shape : float
+        Neal's shape alpha of that hyperprior (ordinary Gamma shape alpha/2).
+    noise_width : float
+        Width of the noise precision's Gamma prior (unknown noise).
+    noise_shape : float
+        Neal's shape of the noise precision's Gamma prior.
     ard : bool
         One precision per input unit for the first layer's weights (Automatic Relevance
         Determination; two levels: the top-level hyperprior of Rasmussen 1996 is not

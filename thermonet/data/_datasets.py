@@ -65,7 +65,8 @@ class Dataset:
     x : ndarray of float64, shape (n, 256), C-contiguous
         Preprocessed inputs (Pillow resize to 16x16, /255, (v - 0.1307)/0.3081, row-major).
     y : ndarray of int64, shape (n,)
-        Labels 0..9.
+        Labels 0..9; or, for a regression set (``task == "regression"``), real-valued targets
+        of float64, shape (n, n_outputs).
     indices : ndarray of int64, shape (n,)
         Where each image came from: ``i < 60000`` is MNIST training image ``i``; ``60000 + j`` is
         official test image ``j`` (see ``INDEX_ENCODING``).
@@ -101,6 +102,12 @@ class Dataset:
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
+
+    @property
+    def task(self) -> str:
+        """``"regression"`` (real-valued targets, one row per case) or ``"classification"``
+        (integer labels)."""
+        return "regression" if np.issubdtype(self.y.dtype, np.floating) else "classification"
 
     def __repr__(self) -> str:
         return (f"Dataset(name={self.name!r}, n={len(self)}, x={self.x.dtype}{self.x.shape}, "

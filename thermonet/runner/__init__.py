@@ -211,7 +211,7 @@ class Run:
         slots = unstack_slots(type(engine.samplers[0]).State, ck.slots, engine.n_slots)
         # the data or architecture must give the stored energies back exactly
         for k, slot in enumerate(slots):
-            energy = engine.samplers[k].potential.energy(slot.theta)
+            energy = engine.samplers[k].state_energy(slot)
             tolerance = 1e-9 * max(1.0, abs(slot.energy))
             if not (energy == slot.energy or abs(energy - slot.energy) <= tolerance):
                 raise CheckpointMismatchError(

@@ -22,7 +22,7 @@ from thermonet.types import FloatArray
 
 WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT}
 PRECISIONS = ("float64", "mixed")
-ADAPT_METHODS = ("original", "dual-averaging", "chain")
+ADAPT_METHODS = ("original", "dual-averaging", "chain", "fixed")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,9 @@ class HMCConfig:
         2014) on a discarded side chain. "chain": dual averaging on the chain's own
         transitions, in Stan's windows (:meth:`HMC.warm_up`); ``adapt`` then *moves* the chain
         by ``warmup_transitions`` transitions, so use it for warm-up only (``adapt_every = 0``)
-        and the frozen dt keeps production exact.
+        and the frozen dt keeps production exact. "fixed": no adaptation, dt stays at
+        ``step_size`` (for a set-up whose dt is known, e.g. Rasmussen's recipe on the robot arm,
+        where the initial phase's acceptance says nothing about the later one's).
     adapt_trajectories : int
         Trajectories per acceptance estimate of the "original" method (10), or the number of
         dual-averaging trajectories (x 5).
@@ -300,6 +302,8 @@ class HMC(Sampler):
         chain's state after it. ``factor`` is the "original" method's multiplicative step (0.1
         coarse, 0.9 fine).
         """
+        if self.config.adapt_method == "fixed":
+            return state
         if self.config.adapt_method == "chain":
             return self.warm_up(state, rng, self.config.warmup_transitions)
         if self.config.adapt_method == "dual-averaging":

@@ -173,7 +173,30 @@ class GibbsHMC(HMC):
             self._apply(hyper)
         return super().propose(state, rng)
 
+    def state_energy(self, state: Any) -> float:
+        """``E(theta)`` at the state's hyperparameters and this sampler's temperature."""
+        self._apply(state.hyper)
+        return float(self.potential.energy(state.theta))
+
+    def swap_energy(self, state: Any) -> float:
+        """The likelihood energy ``-ln p(D|w, tau)`` at the state's noise precision: the only
+        term the temperature divides (module docstring of :mod:`thermonet.api.hyper`). Without
+        hyperparameters, the whole energy."""
+        if self.hyper_model is None:
+            return float(state.energy)
+        self._apply(state.hyper)
+        return float(self.potential.likelihood_energy(state.theta))
+
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
-        """The donor's weights, momenta (rescaled by sqrt(T/T_donor)) and hyperparameters."""
+        """The donor's configuration: weights and hyperparameters travel together, the momenta
+        rescaled by sqrt(T/T_donor) (so ``p^2/(m T)`` is unchanged and the swap's Jacobians
+        cancel). The energy and gradient are recomputed here, because the prior term of ``E``
+        is multiplied by the slot's temperature; this slot keeps its step size and count."""
         f = math.sqrt(self.temperature / donor_temperature)
-        return donor._replace(step_size=state.step_size, momentum=donor.momentum * f)
+        out = donor._replace(step_size=state.step_size, momentum=donor.momentum * f,
+                             n_done=state.n_done)
+        if self.hyper_model is None:
+            return out
+        self._apply(donor.hyper)
+        e, g = self.potential.energy_and_grad(donor.theta)
+        return out._replace(energy=float(e), grad=np.array(g, dtype=np.float64))
