@@ -15,6 +15,28 @@ The scheme of Neal (1996) and Rasmussen (1996, Sec. 2.2): each transition
 Each step leaves ``p(w, p, h | D, T) ∝ p(D|w,h)^(1/T) p(w|h) p(h) N(p; 0, mT)`` invariant.
 The state carries the momenta and hyperparameters, so a resumed run continues bit for bit.
 For a potential without :meth:`hyper_model` the sampler is HMC with persistence and windows.
+
+Step sizes per group (``step_size_scaling = "prior"``)
+------------------------------------------------------
+Neal's heuristic (Neal 1996, Sec. 3.5; his FBM software): the step for a weight of group g is
+``dt_g = step_size * sigma_g``, ``sigma_g = 1/sqrt(scale_g prec_g)`` the group's current prior
+width, so ``step_size`` is a global factor in units of the prior widths. Leapfrog with steps
+``dt sigma_i`` is leapfrog with step dt and masses ``m_i = 1/sigma_i^2`` (Neal 2011, Sec.
+4.1), which is how it is done here: the masses are ``m_i = m0_i scale_g prec_g`` (m0 the
+configured masses; parameters outside every group keep m0), set after each Gibbs update, so
+they change only *between* trajectories, never within one.
+
+Why that is exact. Write the momenta in standard form ``u = p / sqrt(m(h) T)``. The target is
+``p(w, h | D, T) N(u; 0, I)``: u is independent of (w, h) and its law does not involve h.
+The Gibbs update of h given w therefore leaves it invariant *if u is carried unchanged*,
+i.e. ``p <- p sqrt(m(h_new)/m(h_old))``; the partial refresh keeps ``N(u; 0, I)``; and an HMC
+trajectory at fixed h is reversible for ``p(w|h, D, T) N(p; 0, m(h) T)``, and the map p <-> u
+at fixed h is linear with a constant Jacobian, which cancels in the Metropolis ratio. Were p
+kept unchanged across a change of masses (not rescaled), the Gibbs conditional of h would have
+to include the factor ``N(p; 0, m(h) T)``, which the Gamma conditionals ignore: the chain would
+be biased unless the momenta were drawn afresh (``persistence = 0``).
+``tests/test_regression_step_sizes.py`` checks both: the chain with rescaling keeps a known
+hyperprior marginal, the one without does not.
 """
 
 from __future__ import annotations
@@ -27,10 +49,14 @@ import numpy as np
 
 from thermonet.api import as_theta, settings
 from thermonet.api.hyper import draw_gamma, group_conditional, noise_conditional
+from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.samplers.hmc import HMC, HMCConfig, HMCInfo
 from thermonet.samplers.windows import windowed_transition
 from thermonet.types import FloatArray
+
+
+STEP_SIZE_SCALINGS = ("none", "prior")
 
 
 @dataclass(frozen=True)
@@ -43,13 +69,22 @@ class GibbsHMCConfig(HMCConfig):
         alpha in [0, 1): the momentum's share kept at each refresh (0.95 in Rasmussen 1996).
     fixed_hyper_transitions : int
         Transitions at the start with the hyperparameters held at their initial values.
+    step_size_scaling : {"none", "prior"}
+        "prior": the step of each weight group is ``step_size`` times the group's current
+        prior width (Neal's heuristic; masses set between trajectories, module docstring);
+        ``step_size`` is then a factor of order 0.01-0.3. "none" (default): one dt for all.
     """
 
     persistence: float = 0.0
     fixed_hyper_transitions: int = 0
+    step_size_scaling: str = "none"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.step_size_scaling not in STEP_SIZE_SCALINGS:
+            raise ConfigError(f"step_size_scaling = {self.step_size_scaling!r}; expected one "
+                              f"of {STEP_SIZE_SCALINGS} (\"prior\": per-group steps "
+                              "step_size x the group's prior width, Neal's heuristic)")
         settings.check_real(self, "hmc-gibbs", "persistence", lo=0.0, lo_open=False, hi=1.0,
                             expected="a number in [0, 1), e.g. 0.95")
         settings.check_int(self, "hmc-gibbs", "fixed_hyper_transitions", minimum=0,
@@ -82,10 +117,40 @@ class GibbsHMC(HMC):
         self.potential = potential.copy()
         hm = getattr(self.potential, "hyper_model", None)
         self.hyper_model = hm() if hm is not None else None
+        #: the configured masses; with step_size_scaling = "prior" the working masses are
+        #: these times scale_g prec_g per group (set by _apply)
+        self.base_masses = self.masses.copy()
+        self._scaled = (self.config.step_size_scaling == "prior"
+                        and self.hyper_model is not None and len(self.hyper_model.groups) > 0)
+
+    def group_masses(self, hyper: FloatArray) -> FloatArray:
+        """The masses for ``hyper``: ``m0_i scale_g prec_g`` in group g (``m0_i`` elsewhere),
+        so that the step of group g is ``step_size`` times its prior width."""
+        m = self.base_masses.copy()
+        if self._scaled:
+            assert self.hyper_model is not None
+            for g, grp in enumerate(self.hyper_model.groups):
+                m[grp.index] *= grp.scale * hyper[g]
+        return m
+
+    def momentum_factor(self, old: FloatArray, new: FloatArray) -> Any:
+        """``sqrt(m(new)/m(old))``: what carries the momenta across a change of masses from
+        hyperparameters ``old`` to ``new`` (module docstring); 1 without scaling."""
+        if not self._scaled:
+            return 1.0
+        assert self.hyper_model is not None
+        f = np.ones(self.potential.n_params)
+        for g, grp in enumerate(self.hyper_model.groups):
+            f[grp.index] = math.sqrt(new[g] / old[g])
+        return f
 
     def _apply(self, hyper: FloatArray) -> None:
         if self.hyper_model is not None:
             self.potential.set_hyperparameters(hyper, self.temperature)
+        if self._scaled:
+            self.masses = self.group_masses(hyper)
+            self.inv_mass = 1.0 / self.masses
+            self._p_scale = np.sqrt(self.masses * self.temperature)
 
     def init(self, theta0: FloatArray, step_size: float | None = None,  # type: ignore[override]
              hyper: Any = None) -> GibbsHMCState:
@@ -104,6 +169,11 @@ class GibbsHMC(HMC):
         n = theta.shape[0]
         return GibbsHMCState(theta, float(e), np.array(g, dtype=np.float64), dt,
                              np.zeros(n), h, 0)
+
+    def with_temperature(self, temperature: float) -> GibbsHMC:
+        """The same sampler at another T (with the configured masses, not the working ones)."""
+        return type(self)(self.potential, prior=self.prior, temperature=temperature,
+                          masses=self.base_masses, config=self.config)
 
     def gibbs(self, theta: FloatArray, hyper: FloatArray, rng: np.random.Generator
               ) -> FloatArray:
@@ -138,7 +208,10 @@ class GibbsHMC(HMC):
         noise = np.empty(n)
         lf.draw_momenta(rng, self._p_scale, self.inv_mass, noise)
         alpha = c.persistence
-        p = alpha * state.momentum + math.sqrt(1.0 - alpha * alpha) * noise \
+        carried = state.momentum
+        if alpha > 0 and hyper is not state.hyper:
+            carried = carried * self.momentum_factor(state.hyper, hyper)
+        p = alpha * carried + math.sqrt(1.0 - alpha * alpha) * noise \
             if alpha > 0 else noise
         dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
         if c.window > 1:
