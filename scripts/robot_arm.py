@@ -6,7 +6,8 @@
 Runs the configuration once per seed into OUT/seed<N> (replacing an earlier run there),
 analyses it and prints, per seed, the test squared error of the averaged outputs (Neal 1993's
 measure: summed over the two outputs, averaged over the 200 test cases), the mean over single
-networks, the training error, the acceptance and the wall time, then a Markdown table.
+networks, the training error, the acceptance, the wall time and the hyperparameters' posterior
+mean widths, then a Markdown table.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def main() -> None:
                "test_sq_error_single_networks_err": float(t["test_error_err"][0]),
                "train_sq_error_single_networks_mean": float(t["train_error"][0]),
                "acceptance": float(t["acceptance"][0]), "wall_seconds": round(wall, 1)}
+        hyper = a.meta.get("hyperparameters") or {}
+        if hyper:
+            row["posterior_mean_width"] = {n: round(w, 5) for n, w in
+                                           zip(hyper["names"], hyper["width"][0], strict=True)}
         rows.append(row)
         print(json.dumps(row))
     print("\n| chain seed | test error, averaged outputs | single networks (mean) | training "

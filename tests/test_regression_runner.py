@@ -159,3 +159,12 @@ def test_analyse_reports_squared_errors_of_regression_runs(arm_cfg, tmp_path):
         assert a.table["predictive_test_error"][k] == pytest.approx(pred, rel=1e-10)
     base = np.mean(np.sum((split.test.y - split.train.y.mean(axis=0)) ** 2, axis=1))
     assert a.references["uninformed_error"] == pytest.approx(base, rel=1e-12)
+    # the hyperparameters are recorded at every iteration: the last row is the checkpoint's,
+    # and the reported widths are the posterior means of 1/sqrt(h) after the discard
+    h = tr["hyper_k"]
+    assert h.shape == (8, 2, 4)
+    assert np.array_equal(h[-1], ckpt.read_checkpoint(out).slots["hyper"])
+    hyp = a.meta["hyperparameters"]
+    assert hyp["names"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
+    assert np.allclose(hyp["width"], np.mean(1 / np.sqrt(h[2:]), axis=0), rtol=1e-12)
+    assert "noise" in res.output and "posterior mean width" in res.output

@@ -263,6 +263,9 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
             table["test_energy_per_point"] = table["test_energy"] / n_test
             table["test_energy_per_point_err"] = table["test_energy_err"] / n_test
 
+    hyper = hyper_widths(arch, split, tr["hyper_k"][sl]) if (
+        "hyper_k" in tr and n_used > 0 and arch is not None and split is not None) else {}
+
     # ladder health
     if k_n > 1 and n_used > 0:
         pairs = swap_table(temps, tr["swap_attempted_k"][sl], tr["swap_accepted_k"][sl])
@@ -335,8 +338,28 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "test": bool(test), "predictive": bool(predictive and test),
         "gaussian_prior": gaussian,
         "baseline": None if baseline is None else str(baseline),
+        "hyperparameters": hyper,
     })
     return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta, series)
+
+
+def hyper_widths(arch: Any, split: Any, h_nkj: Any) -> dict[str, Any]:
+    """Posterior means of the widths ``1/sqrt(h)`` of recorded hyperparameters (``hyper_k``
+    of an ``hmc-gibbs`` run: group precisions, then the noise precision), per temperature,
+    with autocorrelation-aware standard errors; names from the potential's ``hyper_model``."""
+    hm = getattr(arch.potential(split.train), "hyper_model", None)
+    h = np.asarray(h_nkj, dtype=np.float64)
+    if hm is None or h.ndim != 3:
+        return {}
+    names = hm().names()
+    if len(names) != h.shape[2]:
+        return {}
+    width = 1.0 / np.sqrt(h)
+    stats = [[series_stats(width[:, k, j])[:2] for j in range(h.shape[2])]
+             for k in range(h.shape[1])]
+    return {"names": names, "quantity": "posterior mean of 1/sqrt(precision)",
+            "width": [[float(m) for m, _ in row] for row in stats],
+            "width_err": [[float(e) for _, e in row] for row in stats]}
 
 
 def summarise(run_dir: str | Path) -> dict[str, Any]:

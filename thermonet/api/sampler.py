@@ -46,6 +46,9 @@ class Sampler(abc.ABC):
 
     name: ClassVar[str] = ""
     api_version: ClassVar[int] = 1
+    #: state fields the runner records at every iteration for every slot, as trace datasets
+    #: ``<field>_k`` of shape (iterations, K, ...) (``hmc-gibbs``: its hyperparameters)
+    recorded_fields: ClassVar[tuple[str, ...]] = ()
     Config: ClassVar[type]
     State: ClassVar[type]
     Info: ClassVar[type]

@@ -207,6 +207,14 @@ def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) ->
                                 a.pairs["swap_acceptance"], a.pairs["swap_attempts"],
                                 strict=True):
             click.echo(f"  T {lo:.4g} - {hi:.4g}: {_num(100 * r, 5, '.1f')}%  ({n} attempts)")
+    hyper = m.get("hyperparameters") or {}
+    if hyper:
+        click.echo("hyperparameters, posterior mean width 1/sqrt(precision) ± se "
+                   "(the noise: its standard deviation):")
+        for k, row in enumerate(hyper["width"]):
+            cells = ", ".join(f"{n} {_pm(v, e, 0)}" for n, v, e in
+                              zip(hyper["names"], row, hyper["width_err"][k], strict=True))
+            click.echo(f"  T = {a.temperatures[k]:.4g}: {cells}")
     click.echo(f"predicting the training mean: test squared error "
                f"{_num(a.references['uninformed_error'], 0, '.5g')}")
     b = a.best

@@ -254,13 +254,20 @@ class Run:
                lambda: ckpt.write_checkpoint(self.dir, ck))
         self.committed = self.iteration
 
+    def _recorded_fields(self) -> tuple[str, ...]:
+        """The sampler's state fields recorded at every iteration (``Sampler.recorded_fields``)."""
+        return tuple(getattr(self.components.engine.sampler_cls, "recorded_fields", ()))
+
+    def _state_axes(self) -> dict[str, str]:
+        return {f"{name}_k": "slot,value" for name in self._recorded_fields()}
+
     def _commit(self, rows: dict[str, list[Any]], samples: list[tuple[int, np.ndarray]]) -> None:
         """Write the records since the last checkpoint as a segment, then the checkpoint."""
         if rows.get("iteration"):
             segment = trace.segment_name(rows["iteration"][0], rows["iteration"][-1])
             _write(self.dir / trace.TRACE_DIR / segment, self.dir, self.committed,
                    lambda: trace.write_segment(self.dir, self.run_uuid, rows, samples,
-                                               axes=INFO_AXES))
+                                               axes={**INFO_AXES, **self._state_axes()}))
         self.write_checkpoint()
 
     def run(self, progress: Callable[[RunProgress], None] | None = None, *,
@@ -304,6 +311,7 @@ class Run:
         # prior rung draws exactly and always accepts, so it never shows)
         recent = np.zeros((FROZEN_WINDOW, engine.n_slots), dtype=np.int64)
         sampled = np.isfinite(engine.ladder.temperature_k)
+        recorded = self._recorded_fields()
         while self.iteration < total:
             if stop.signum is not None:    # arrived after this iteration's commit point
                 if rows:
@@ -320,6 +328,9 @@ class Run:
             rows.setdefault("iteration", []).append(i)
             for name, value in info._asdict().items():
                 rows.setdefault(name, []).append(np.asarray(value))
+            for name in recorded:
+                rows.setdefault(f"{name}_k", []).append(
+                    np.stack([np.asarray(getattr(s, name)) for s in self.state.slots]))
             if settings["sample_every"] and i % settings["sample_every"] == 0:
                 samples.append((i, np.stack([s.theta for s in self.state.slots])))
             n_accepted += int(info.n_accepted_k.sum())

@@ -55,7 +55,6 @@ from thermonet.samplers.hmc import HMC, HMCConfig, HMCInfo
 from thermonet.samplers.windows import windowed_transition
 from thermonet.types import FloatArray
 
-
 STEP_SIZE_SCALINGS = ("none", "prior")
 
 
@@ -107,6 +106,7 @@ class GibbsHMC(HMC):
     """HMC with Gibbs-sampled hyperparameters, persistence and windows (module docstring)."""
 
     name: ClassVar[str] = "hmc-gibbs"
+    recorded_fields: ClassVar[tuple[str, ...]] = ("hyper",)
     Config: ClassVar[type] = GibbsHMCConfig
     State: ClassVar[type] = GibbsHMCState
     Info: ClassVar[type] = HMCInfo
