@@ -14,9 +14,19 @@ from __future__ import annotations
 import pathlib
 import sys
 
+from thermonet import registry
 from thermonet.cli.docgen import render, render_config
 
-docs = pathlib.Path(__file__).resolve().parent.parent / "docs"
+root = pathlib.Path(__file__).resolve().parent.parent
+# the pages document this source tree: register the built-ins its setup.cfg declares where the
+# installed entry-point metadata lags behind it (an editable install made from an older tree),
+# exactly as the test suite does (tests/conftest.py), so both see the same plugins
+sys.path.insert(0, str(root))
+from tests.conftest import with_source_plugins  # noqa: E402
+
+registry._entry_points = with_source_plugins(registry._entry_points)
+registry.refresh()
+docs = root / "docs"
 pages = {docs / "cli.md": render(), docs / "config.md": render_config()}
 if "--check" in sys.argv[1:]:
     stale = [p.name for p, text in pages.items()

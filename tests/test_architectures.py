@@ -125,6 +125,22 @@ def test_builtins_are_registered_through_entry_points():
     assert a.n_params == 257 * 20 + 21 * 10 and a.prior_scale == 2000.0
 
 
+def test_every_declared_builtin_loads_under_its_name(source_tree_plugins):
+    """Each entry point of setup.cfg is found by the registry as thermonet's and passes its
+    role's contract check (regression: mlp-regression and hmc-gibbs)."""
+    roles = {group: role for role, group in registry.ROLES.items()}
+    assert "mlp-regression" in source_tree_plugins["thermonet.architectures"]
+    assert "hmc-gibbs" in source_tree_plugins["thermonet.samplers"]
+    for group, names in source_tree_plugins.items():
+        if group not in roles:
+            continue
+        found = registry.available(roles[group])
+        for name, value in names.items():
+            assert found[name].distribution == "thermonet" and found[name].value == value
+            cls = registry.load(roles[group], name)
+            assert f"{cls.__module__}:{cls.__qualname__}" == value, name
+
+
 class _FakeDist:
     def __init__(self, name, version="1.0"):
         self.metadata = {"Name": name}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import math
 import os
 import subprocess
 import sys
@@ -169,3 +170,57 @@ def test_run_with_the_plugin_resumes_bit_for_bit(spec, tmp_path):
     assert ta.keys() == tb.keys()
     for key in ta:
         assert np.array_equal(ta[key], tb[key]), key
+
+
+def _moments(sampler, n, seed, observe):
+    rng = np.random.default_rng(seed)
+    state = sampler.init(np.full(sampler.potential.n_params, 0.1))
+    rows = []
+    for _ in range(n):
+        state, _ = sampler.step(state, rng)
+        rows.append(observe(state))
+    return np.array(rows[n // 20:])
+
+
+def test_stochastic_dynamics_on_regression_networks(spec):
+    """The plugin on ``mlp-regression`` potentials (fixed hyperparameters: it does no Gibbs).
+    Without data the target is the Gaussian prior tempered by T, so E[w_i^2] = T sigma_i^2
+    per group exactly; with data (tanh network, Gaussian noise) its moments equal the
+    built-in HMC's on the same potential. Both within Z combined batch-means errors."""
+    from thermonet.architectures.regression import RegressionMLP
+    from thermonet.samplers.hmc import HMC
+
+    cls = registry.load("sampler", NAME)
+    t = 2.0
+    arch = RegressionMLP(1, [2], 1, noise_std=1.0, hierarchical=False, weight_std=0.7,
+                         output_bias_std=1.5)
+    free = arch.potential(x=np.empty((0, 1)), y=np.empty((0, 1)))
+    sd = cls(free, temperature=t, step_size=0.3, n_leapfrog=3, persistence=0.9)
+    w2 = _moments(sd, 12000, 3, lambda s: s.theta ** 2)
+    # w1 (2), b1 (2): 0.7^2; w2 (2): 0.7^2 / H with H = 2 hidden units; b2: 1.5^2
+    var = np.array([0.49] * 4 + [0.49 / 2] * 2 + [2.25])
+    for i in range(arch.n_params):
+        m, err = batch_means(w2[:, i])
+        assert abs(m - t * var[i]) < Z * err, (i, m, t * var[i], err)
+
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-2, 2, size=(12, 1))
+    y = np.tanh(1.5 * x) + 0.2 * rng.normal(size=(12, 1))
+    data_arch = RegressionMLP(1, [2], 1, noise_std=0.3, hierarchical=False, weight_std=1.0,
+                              output_bias_std=1.0)
+    pot = data_arch.potential(x=x, y=y)
+
+    def observe(s):
+        return [pot.half_sse(s.theta), s.energy]
+
+    sd = cls(pot, temperature=t, step_size=0.05, n_leapfrog=5, persistence=0.9)
+    hmc = HMC(pot.copy(), temperature=t, step_size=0.1, n_leapfrog=10, step_size_jitter=0.3)
+    a, b = _moments(sd, 12000, 5, observe), _moments(hmc, 12000, 6, observe)
+    for j in range(2):
+        (ma, ea), (mb, eb) = batch_means(a[:, j]), batch_means(b[:, j])
+        assert abs(ma - mb) < Z * math.hypot(ea, eb), (j, ma, mb, ea, eb)
+    # the energy the plugin carries is the regression potential's own, step after step
+    state, rng = sd.init(np.full(pot.n_params, 0.1)), np.random.default_rng(9)
+    for _ in range(20):
+        state, _ = sd.step(state, rng)
+        assert state.energy == pytest.approx(pot.energy(state.theta), rel=1e-12)

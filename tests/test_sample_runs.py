@@ -14,6 +14,18 @@ ALL = sorted((Path(__file__).resolve().parents[1] / "sample_runs").glob("*.toml"
 BASELINES = [p for p in ALL if p.stem.startswith("baseline_")]
 #: configs of other commands (thermonet anneal / evidence), checked by their own tests
 OTHER_COMMANDS = [p for p in ALL if p.stem.startswith(("anneal_", "evidence_"))]
+
+
+def test_robot_arm_recipe_has_rasmussens_settings():
+    cfg = cfgmod.load(Path(__file__).resolve().parents[1] / "sample_runs" / "robot_arm.toml")
+    assert cfg["architecture"]["name"] == "mlp-regression"
+    assert (cfg["architecture"]["hyper_width"], cfg["architecture"]["hyper_shape"]) == (0.05,
+                                                                                       0.5)
+    sc = cfg.configs["sampler"]
+    assert (sc.n_leapfrog, sc.window, sc.persistence) == (200, 20, 0.95)   # Rasmussen's
+    assert sc.fixed_hyper_transitions == cfg["init"]["burn_in"][0] == 10    # his first phase
+
+
 SAMPLE_RUNS = [p for p in ALL if p not in BASELINES and p not in OTHER_COMMANDS]
 
 

@@ -263,6 +263,9 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
             table["test_energy_per_point"] = table["test_energy"] / n_test
             table["test_energy_per_point_err"] = table["test_energy_err"] / n_test
 
+    hyper = hyper_widths(arch, split, tr["hyper_k"][sl]) if (
+        "hyper_k" in tr and n_used > 0 and arch is not None and split is not None) else {}
+
     # ladder health
     if k_n > 1 and n_used > 0:
         pairs = swap_table(temps, tr["swap_attempted_k"][sl], tr["swap_accepted_k"][sl])
@@ -291,9 +294,16 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                             "temperatures there")
 
     # references and the best temperature
+    task = split.train.task if split is not None else "classification"
     n_classes = int(getattr(arch, "widths", [0, 10])[-1]) if arch is not None else 10
-    references = {"uninformed_per_point": math.log(n_classes),
-                  "uninformed_error": 1.0 - 1.0 / n_classes,
+    uninformed = (math.log(n_classes), 1.0 - 1.0 / n_classes)
+    if task == "regression" and split is not None:
+        # predicting the training targets' mean everywhere: its test squared error
+        mean = np.mean(split.train.y, axis=0)
+        uninformed = (math.nan, float(np.mean(np.sum((split.test.y - mean) ** 2, axis=1)))
+                      if n_test else math.nan)
+    references = {"uninformed_per_point": uninformed[0],
+                  "uninformed_error": uninformed[1],
                   "baseline_test_energy_per_point": math.nan,
                   "baseline_test_energy_per_point_err": math.nan,
                   "baseline_test_error": math.nan, "baseline_test_error_err": math.nan,
@@ -310,7 +320,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "data": data_name,
         "test_set": getattr(split.test, "name", None) if split is not None else None,
         "test_kind": getattr(split, "test_kind", None) if split is not None else None,
-        "n_train": n_train, "n_test": n_test, "n_classes": n_classes,
+        "n_train": n_train, "n_test": n_test, "n_classes": n_classes, "task": task,
         "iterations": ck.iteration, "discard": float(discard),
         "discarded_iterations": start, "iterations_used": n_used,
         "first_iteration_used": first_it if n_used > 0 else None,
@@ -328,8 +338,28 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "test": bool(test), "predictive": bool(predictive and test),
         "gaussian_prior": gaussian,
         "baseline": None if baseline is None else str(baseline),
+        "hyperparameters": hyper,
     })
     return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta, series)
+
+
+def hyper_widths(arch: Any, split: Any, h_nkj: Any) -> dict[str, Any]:
+    """Posterior means of the widths ``1/sqrt(h)`` of recorded hyperparameters (``hyper_k``
+    of an ``hmc-gibbs`` run: group precisions, then the noise precision), per temperature,
+    with autocorrelation-aware standard errors; names from the potential's ``hyper_model``."""
+    hm = getattr(arch.potential(split.train), "hyper_model", None)
+    h = np.asarray(h_nkj, dtype=np.float64)
+    if hm is None or h.ndim != 3:
+        return {}
+    names = hm().names()
+    if len(names) != h.shape[2]:
+        return {}
+    width = 1.0 / np.sqrt(h)
+    stats = [[series_stats(width[:, k, j])[:2] for j in range(h.shape[2])]
+             for k in range(h.shape[1])]
+    return {"names": names, "quantity": "posterior mean of 1/sqrt(precision)",
+            "width": [[float(m) for m, _ in row] for row in stats],
+            "width_err": [[float(e) for _, e in row] for row in stats]}
 
 
 def summarise(run_dir: str | Path) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from thermonet.types import FloatArray
 
 
 class SampleEvaluation(NamedTuple):
-    """Per-sample numbers of one temperature (see :func:`evaluate_samples`)."""
+    """Per-sample numbers of one temperature (see :func:`evaluate_samples`). For a regression
+    data set the errors are squared errors (summed over the outputs, averaged over the cases)
+    and the energies NaN (they need the noise level, which the samples do not store)."""
 
     train_error: FloatArray          #: (S,) fraction misclassified on the training set
     test_energy: FloatArray          #: (S,) E(D_test|w), summed over the test set
@@ -69,6 +71,8 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
     th = np.asarray(theta_sp, dtype=np.float64)
     if th.ndim != 2:
         raise ConfigError(f"theta_sp has shape {th.shape}; expected (n_samples, n_params)")
+    if any(getattr(d, "task", None) == "regression" for d in (train, test) if d is not None):
+        return evaluate_regression(arch, th, train=train, test=test, predictive=predictive)
     n_s = th.shape[0]
     nan_s = np.full(n_s, np.nan)
     pot_train = arch.potential(train) if train is not None and len(train.y) else None
@@ -125,6 +129,38 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
         pe = float(-np.sum(log_pbar[np.arange(y.size), y]))
         perr = float(np.mean(np.argmax(log_pbar, axis=1) != y))
     return SampleEvaluation(err_tr_s, e_te_s, err_te_s, pe, perr)
+
+
+def squared_error(f: FloatArray, y: FloatArray) -> float:
+    """Squared error summed over the outputs, averaged over the cases (Neal 1993's measure of
+    the robot arm: its floor is the noise variance times the number of outputs)."""
+    return float(np.mean(np.sum((np.asarray(f) - np.asarray(y)) ** 2, axis=1)))
+
+
+def evaluate_regression(arch: Any, theta_sp: FloatArray, *, train: Any = None,
+                        test: Any = None, predictive: bool = True) -> SampleEvaluation:
+    """:func:`evaluate_samples` for real-valued targets: per sample the training and test
+    squared errors (:func:`squared_error`) of the network's outputs ``arch.predict(w, x)``;
+    with ``predictive``, the squared error of the averaged outputs (the Bayesian predictive
+    mean, Neal 1993) in ``predictive_test_error``. Energies are NaN: ``-ln p(D_test|w)``
+    needs the noise level of each sample, which the stored samples do not carry."""
+    n_s = theta_sp.shape[0]
+    nan_s = np.full(n_s, np.nan)
+    err_tr, err_te = nan_s.copy(), nan_s.copy()
+    mean_out: FloatArray | None = None
+    for s in range(n_s):
+        theta = np.ascontiguousarray(theta_sp[s])
+        if train is not None and len(train.y):
+            err_tr[s] = squared_error(arch.predict(theta, train.x), train.y)
+        if test is not None and len(test.y):
+            f = np.asarray(arch.predict(theta, test.x), dtype=np.float64)
+            err_te[s] = squared_error(f, test.y)
+            if predictive:
+                mean_out = f.copy() if mean_out is None else mean_out + f
+    perr = math.nan
+    if mean_out is not None:
+        perr = squared_error(mean_out / n_s, test.y)
+    return SampleEvaluation(err_tr, nan_s.copy(), err_te, math.nan, perr)
 
 
 class SampleStore:

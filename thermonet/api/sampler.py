@@ -46,6 +46,9 @@ class Sampler(abc.ABC):
 
     name: ClassVar[str] = ""
     api_version: ClassVar[int] = 1
+    #: state fields the runner records at every iteration for every slot, as trace datasets
+    #: ``<field>_k`` of shape (iterations, K, ...) (``hmc-gibbs``: its hyperparameters)
+    recorded_fields: ClassVar[tuple[str, ...]] = ()
     Config: ClassVar[type]
     State: ClassVar[type]
     Info: ClassVar[type]
@@ -105,6 +108,20 @@ class Sampler(abc.ABC):
         ``adapt(state, rng)``. Default (``adapt_transitions() == 0``): the whole of
         :meth:`adapt` in the part that starts at 0."""
         return (self.adapt(state, rng) if start == 0 else state), None
+
+    def state_energy(self, state: Any) -> float:
+        """``E`` of ``state`` recomputed from its configuration (a resumed run compares it with
+        the checkpointed ``state.energy``). Default: ``potential.energy(state.theta)``; a
+        sampler whose energy depends on more of its state (hyperparameters) overrides it."""
+        return float(self.potential.energy(state.theta))
+
+    def swap_energy(self, state: Any) -> float:
+        """The energy that the temperature divides in this slot's target, for the replica-
+        exchange rule ``min(1, exp((beta_j - beta_k)(U_j - U_k)))``. Default: ``state.energy``
+        (the target is ``exp(-E/T) prior``). A sampler whose state also carries untempered
+        terms (a hierarchical prior with Gibbs-sampled hyperparameters) returns the tempered
+        part only."""
+        return float(state.energy)
 
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
         """The state of this slot after a replica exchange brings ``donor``'s configuration

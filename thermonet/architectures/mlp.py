@@ -25,6 +25,7 @@ from thermonet.kernels import threads as kt
 from thermonet.types import FloatArray, IntArray
 
 OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
+HIDDEN_ACTIVATIONS = {"logistic": 0, "tanh": k.HIDDEN_TANH}
 
 # With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
 # thermonet's own parallelism (docs/performance.md). MKL runs in its sequential layer
@@ -43,7 +44,7 @@ class MLPModel(NamedTuple):
     """What the compiled kernels need to know of a network bound to data (read-only)."""
 
     widths: IntArray       #: layer widths, inputs first
-    out_act: int           #: output activation code (:data:`OUTPUT_ACTIVATIONS`)
+    out_act: int           #: activation code (:data:`OUTPUT_ACTIVATIONS` | hidden bit)
     x: FloatArray          #: (n_data, n_inputs) inputs, in the potential's dtype
     y: IntArray            #: (n_data,) labels
     block: int             #: rows per block
@@ -136,7 +137,8 @@ class MLPPotential(Potential):
     @property
     def hessian_method(self) -> str | None:  # type: ignore[override]
         """``"rop"``: exact Hessian products by the compiled R-operator (float64 only)."""
-        return "rop" if self.dtype == np.dtype(np.float64) else None
+        logistic_hidden = not self._out & k.HIDDEN_TANH     # the R-operator's units
+        return "rop" if self.dtype == np.dtype(np.float64) and logistic_hidden else None
 
     def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
             ) -> FloatArray:
@@ -200,7 +202,7 @@ class MLPPotential(Potential):
         n_in, n_h = int(widths[0]), int(widths[1])
         if self.n_data > 0:
             const[:n_in * n_h] = np.tile(np.all(self.x == self.x[0], axis=0), n_h)
-        if self._out == k.LINEAR:
+        if (self._out & k.OUTPUT_MASK) == k.LINEAR:
             n_c, n_last = int(widths[-1]), int(widths[-2])
             start = d - (n_last + 1) * n_c
             shift[start + (n_c - 1) * n_last:start + n_c * n_last] = True
@@ -214,7 +216,8 @@ class MLPPotential(Potential):
                           ) -> tuple[float, float, int, int, int] | None:
         """The TI bridge trajectory in one compiled call (float64, one thread or one block);
         None otherwise (see the base class)."""
-        if self.dtype != np.dtype(np.float64) or (self.threads > 1 and self._nb > 1):
+        if (self.dtype != np.dtype(np.float64) or (self.threads > 1 and self._nb > 1)
+                or self._out & k.HIDDEN_TANH):
             return None
         from thermonet.kernels import bridge as kb
 
@@ -355,6 +358,8 @@ class MLP(Architecture):
         Number of classes.
     output_activation : {"linear", "logistic"}
         "logistic" gives the paper's capacity-limited M(3*).
+    hidden_activation : {"logistic", "tanh"}
+        Hidden units (logistic: the paper's).
     prior_scale : float, optional
         ``c`` of the box prior ``sigma_i = c/sqrt(k_i)``; defaults to 100 for a linear output
         and 2000 for a logistic one (the paper's choices).
@@ -364,7 +369,8 @@ class MLP(Architecture):
 
     def __init__(self, n_inputs: int = 256, hidden: Sequence[int] = (40, 40, 40),
                  n_outputs: int = 10, output_activation: str = "linear",
-                 prior_scale: float | None = None) -> None:
+                 prior_scale: float | None = None, hidden_activation: str = "logistic"
+                 ) -> None:
         hidden = [hidden] if isinstance(hidden, int) else list(hidden)
         widths = [n_inputs, *hidden, n_outputs]
         if any((not isinstance(w, (int, np.integer))) or w < 1 for w in widths):
@@ -377,9 +383,14 @@ class MLP(Architecture):
         self.widths: IntArray = np.array(widths, dtype=np.int64)
         self.output_activation = "logistic" if output_activation == "sigmoid" else \
             output_activation
-        self.out_act = OUTPUT_ACTIVATIONS[output_activation]
+        if hidden_activation not in HIDDEN_ACTIVATIONS:
+            raise ConfigError(f"hidden_activation = {hidden_activation!r}; expected one of "
+                              f"{sorted(HIDDEN_ACTIVATIONS)}")
+        self.hidden_activation = hidden_activation
+        self.out_act = OUTPUT_ACTIVATIONS[output_activation] | HIDDEN_ACTIVATIONS[
+            hidden_activation]
         if prior_scale is None:
-            prior_scale = 2000.0 if self.out_act == k.LOGISTIC else 100.0
+            prior_scale = 2000.0 if (self.out_act & k.OUTPUT_MASK) == k.LOGISTIC else 100.0
         if (isinstance(prior_scale, bool) or not isinstance(prior_scale, (int, float))
                 or not (math.isfinite(prior_scale) and prior_scale > 0)):
             raise ConfigError(f"architecture.prior_scale = {prior_scale!r}; expected a finite "
@@ -402,9 +413,12 @@ class MLP(Architecture):
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "n_params": self.n_params,
-                "widths": [int(w) for w in self.widths],
-                "output_activation": self.output_activation, "prior_scale": self.prior_scale}
+        out = {"name": self.name, "n_params": self.n_params,
+               "widths": [int(w) for w in self.widths],
+               "output_activation": self.output_activation, "prior_scale": self.prior_scale}
+        if self.hidden_activation != "logistic":
+            out["hidden_activation"] = self.hidden_activation
+        return out
 
     def param_groups(self) -> dict[str, slice]:
         """``layer{l}.weight`` and ``layer{l}.bias`` for l = 1..n_layers (1 = first hidden)."""

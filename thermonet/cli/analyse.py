@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -90,6 +91,9 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     a.to_hdf5(h5_path)
 
     m, t = a.meta, a.table
+    if m.get("task") == "regression":
+        _echo_regression(a, csv_path, pairs_path, h5_path)
+        return
     arch = m["architecture"].get("name") if isinstance(m["architecture"], dict) else None
     click.echo(f"run        {m['run_dir']}  ({arch} on {m['data']}; "
                f"{m['n_train']} training, {m['n_test']} test images"
@@ -167,6 +171,56 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"error {100 * b['stopping_test_error']:.2f}%"
                    + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
                       else " (no rise down to T_min)"))
+    click.echo(f"verdict    {m['verdict']['text']}")
+    click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
+    for w in a.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) -> None:
+    """The summary of a regression run: squared errors (summed over the outputs, averaged
+    over the cases) instead of classification errors; no test energies (they need each
+    sample's noise level)."""
+    m, t = a.meta, a.table
+    arch = m["architecture"].get("name") if isinstance(m["architecture"], dict) else None
+    click.echo(f"run        {m['run_dir']}  ({arch} on {m['data']}; "
+               f"{m['n_train']} training, {m['n_test']} test cases; regression)")
+    click.echo(f"iterations {m['iterations']}, used {m['iterations_used']} after discarding "
+               f"{m['discarded_iterations']} ({m['discard']:g}); {m['n_samples']} stored "
+               "samples per temperature")
+    click.echo("squared errors summed over the outputs, mean over cases; ± one standard error; "
+               "pred: of the averaged outputs")
+    click.echo(f"{'T':>9} {'acc':>5} {'dt':>9} {'E_train':>17} {'sqerr_train':>17} "
+               f"{'sqerr_test':>17} {'pred sqerr':>10} {'tau':>6} {'n':>4}")
+    for k in range(len(a.temperatures)):
+        click.echo(
+            f"{t['temperature'][k]:>9.4g} {_num(t['acceptance'][k], 5, '.2f')} "
+            f"{_num(t['dt'][k], 9, '.3g')} "
+            f"{_pm(t['train_energy'][k], t['train_energy_err'][k], 17)} "
+            f"{_pm(t['train_error'][k], t['train_error_err'][k], 17)} "
+            f"{_pm(t['test_error'][k], t['test_error_err'][k], 17)} "
+            f"{_num(t['predictive_test_error'][k], 10, '.5g')} "
+            f"{_num(t['tau_train_energy'][k], 6, '.3g')} {int(t['n_samples'][k]):>4}")
+    if len(a.temperatures) > 1:
+        click.echo("swap acceptance per adjacent pair:")
+        for lo, hi, r, n in zip(a.pairs["t_low"], a.pairs["t_high"],
+                                a.pairs["swap_acceptance"], a.pairs["swap_attempts"],
+                                strict=True):
+            click.echo(f"  T {lo:.4g} - {hi:.4g}: {_num(100 * r, 5, '.1f')}%  ({n} attempts)")
+    hyper = m.get("hyperparameters") or {}
+    if hyper:
+        click.echo("hyperparameters, posterior mean width 1/sqrt(precision) ± se "
+                   "(the noise: its standard deviation):")
+        for k, row in enumerate(hyper["width"]):
+            cells = ", ".join(f"{n} {_pm(v, e, 0)}" for n, v, e in
+                              zip(hyper["names"], row, hyper["width_err"][k], strict=True))
+            click.echo(f"  T = {a.temperatures[k]:.4g}: {cells}")
+    click.echo(f"predicting the training mean: test squared error "
+               f"{_num(a.references['uninformed_error'], 0, '.5g')}")
+    b = a.best
+    if math.isfinite(b["min_test_error_temperature"]):
+        click.echo(f"minimum test squared error {b['min_test_error']:.5g} at T = "
+                   f"{b['min_test_error_temperature']:.4g}")
     click.echo(f"verdict    {m['verdict']['text']}")
     click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
     for w in a.warnings:

@@ -166,7 +166,9 @@ def _plugin_table(cls: type[Any]) -> str:
     config_cls = getattr(cls, "Config", None)
     if config_cls is not None and dataclasses.is_dataclass(config_cls):
         types = {f.name: str(f.type) for f in dataclasses.fields(config_cls)}
-        docs = _doc_fields(config_cls, cls)
+        # a Config that extends another (hmc-gibbs's) documents only its own fields
+        bases = [c for c in getattr(config_cls, "__mro__", ()) if c is not object]
+        docs = _doc_fields(*bases, cls)
     else:
         import inspect
         sig = inspect.signature(cls.__init__)

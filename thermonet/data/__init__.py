@@ -28,6 +28,7 @@ from thermonet.data._datasets import (
     load_dataset,
     make_subset,
     official_test,
+    robot_arm_split,
 )
 from thermonet.data._embedded import BUILD_COMMAND, EMBEDDED_PATH, build_embedded, read_embedded
 from thermonet.data._embedded import clear_cache as clear_embedded_cache
@@ -46,6 +47,11 @@ from thermonet.data._mnist import (
 )
 from thermonet.data._mnist import clear_cache as clear_mnist_cache
 from thermonet.data._preprocess import MEAN, STD, X_MAX, X_MIN, normalise, preprocess, resize16
+from thermonet.data._robot_arm import ROBOT_ARM_PATH
+from thermonet.data._robot_arm import arm as robot_arm_function
+from thermonet.data._robot_arm import generate as generate_robot_arm
+from thermonet.data._robot_arm import read as read_robot_arm
+from thermonet.data._robot_arm import write as write_robot_arm
 from thermonet.data._subsets import (
     EMBEDDED_SUBSETS,
     PAPER_SUBSETS,
@@ -68,6 +74,7 @@ __all__ = [
     "N_TRAIN",
     "OFFICIAL_TEST_NAME",
     "PAPER_SUBSETS",
+    "ROBOT_ARM_PATH",
     "STD",
     "TEST_INDEX_OFFSET",
     "TEST_KINDS",
@@ -82,6 +89,7 @@ __all__ = [
     "data_info",
     "fetch_mnist",
     "find_mnist",
+    "generate_robot_arm",
     "load_data",
     "load_dataset",
     "make_subset",
@@ -94,9 +102,13 @@ __all__ = [
     "read_embedded",
     "read_idx",
     "read_paper_subset",
+    "read_robot_arm",
     "resize16",
+    "robot_arm_function",
+    "robot_arm_split",
     "stratified_indices",
     "subsets_dir",
+    "write_robot_arm",
 ]
 
 

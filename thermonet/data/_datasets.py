@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.data import _robot_arm as robot_arm
 from thermonet.data._embedded import EMBEDDED_PATH, read_embedded
 from thermonet.data._mnist import (
     DATA_ENV,
@@ -64,7 +65,8 @@ class Dataset:
     x : ndarray of float64, shape (n, 256), C-contiguous
         Preprocessed inputs (Pillow resize to 16x16, /255, (v - 0.1307)/0.3081, row-major).
     y : ndarray of int64, shape (n,)
-        Labels 0..9.
+        Labels 0..9; or, for a regression set (``task == "regression"``), real-valued targets
+        of float64, shape (n, n_outputs).
     indices : ndarray of int64, shape (n,)
         Where each image came from: ``i < 60000`` is MNIST training image ``i``; ``60000 + j`` is
         official test image ``j`` (see ``INDEX_ENCODING``).
@@ -81,9 +83,16 @@ class Dataset:
 
     def __post_init__(self) -> None:
         x = np.ascontiguousarray(self.x, dtype=np.float64)
-        y = np.ascontiguousarray(self.y, dtype=np.int64)
+        if np.issubdtype(np.asarray(self.y).dtype, np.floating):
+            # real-valued targets of a regression set, one row per case
+            y = np.ascontiguousarray(self.y, dtype=np.float64)
+            if y.ndim != 2 or y.shape[0] != x.shape[0]:
+                raise DataError(f"Dataset {self.name!r}: x has shape {x.shape}, real-valued "
+                                f"targets {y.shape}; expected (n, n_inputs) and (n, n_outputs)")
+        else:
+            y = np.ascontiguousarray(self.y, dtype=np.int64)
         idx = np.ascontiguousarray(self.indices, dtype=np.int64)
-        if x.ndim != 2 or y.shape != (x.shape[0],) or idx.shape != y.shape:
+        if x.ndim != 2 or y.shape[:1] != (x.shape[0],) or idx.shape != y.shape[:1]:
             raise DataError(f"Dataset {self.name!r}: x has shape {x.shape}, y {y.shape}, indices "
                             f"{idx.shape}; expected (n, n_inputs), (n,) and (n,)")
         object.__setattr__(self, "x", x)
@@ -93,6 +102,12 @@ class Dataset:
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
+
+    @property
+    def task(self) -> str:
+        """``"regression"`` (real-valued targets, one row per case) or ``"classification"``
+        (integer labels)."""
+        return "regression" if np.issubdtype(self.y.dtype, np.floating) else "classification"
 
     def __repr__(self) -> str:
         return (f"Dataset(name={self.name!r}, n={len(self)}, x={self.x.dtype}{self.x.shape}, "
@@ -341,6 +356,18 @@ def _check_pillow_consistency(train: Dataset, full: Mnist16) -> None:
             pillow_version())
 
 
+def robot_arm_split() -> DataSplit:
+    """The robot-arm problem's stored 200 training and 200 test cases
+    (:mod:`thermonet.data._robot_arm`)."""
+    arrays, prov = robot_arm.read()
+    n_tr, n_te = len(arrays["y_train"]), len(arrays["y_test"])
+    train = Dataset(robot_arm.NAME, arrays["x_train"], arrays["y_train"], np.arange(n_tr),
+                    {**prov, "role": "train"})
+    test = Dataset(f"{robot_arm.NAME}-test", arrays["x_test"], arrays["y_test"],
+                   np.arange(n_te), {**prov, "role": "test"})
+    return DataSplit(train, test, "official")
+
+
 def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = None,
               data_dir: PathLike | None = None, seed: int | None = None) -> DataSplit:
     """Load a training set and its test set.
@@ -361,6 +388,8 @@ def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = Non
     DataSplit
         ``test_kind`` and ``test.name`` say which test set was used.
     """
+    if name == robot_arm.NAME:
+        return robot_arm_split()
     if test not in TEST_KINDS:
         raise DataError(f"test={test!r}; expected one of {', '.join(map(repr, TEST_KINDS))}")
     train = load_dataset(name, mnist_dir=mnist_dir, data_dir=data_dir, seed=seed)

@@ -8,11 +8,22 @@ The network is described by data, not by code, so one compiled kernel serves M(1
 and every user-defined MLP:
 
 ``widths`` : int64 array ``[n_in, h_1, ..., h_H, n_out]``
-``out_act`` : 0 for a linear output layer (M1, M3), 1 for a logistic output layer (M3*)
+``out_act`` : the activation code: 0 for a linear output layer (M1, M3), 1 for a logistic
+output layer (M3*), plus :data:`HIDDEN_TANH` (2) for tanh hidden units instead of logistic
+ones (Neal 1993; Rasmussen 1996)
 
-Hidden units are logistic. The energy is the summed cross-entropy
-``E(D|w) = sum_n [logsumexp(z_n) - z_n[y_n]]`` (not a mean), computed with the max-shift
-log-sum-exp and accumulated in float64 whatever the dtype of the arrays.
+The data term depends on the type of the targets ``y``, resolved at compile time (so the
+classification kernels are the same machine code with or without regression):
+
+* ``y`` int64 labels, shape ``(n,)``: the summed cross-entropy
+  ``E(D|w) = sum_n [logsumexp(z_n) - z_n[y_n]]`` (not a mean), computed with the max-shift
+  log-sum-exp;
+* ``y`` float targets, shape ``(n, n_out)``: half the summed squared error
+  ``S(w) = sum_n |f(x_n) - y_n|^2 / 2`` (the Gaussian likelihood's data term at unit noise
+  precision; the noise precision and the normalising constant are applied by the caller,
+  :mod:`thermonet.kernels.mlp_regression`).
+
+Energies are accumulated in float64 whatever the dtype of the arrays.
 
 Blocks
 ------
@@ -44,19 +55,21 @@ single-threaded per Numba thread (:func:`thermonet.kernels.threads.limit`); they
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 from numba import types
 from numba.extending import overload
 
 from thermonet.kernels.blas import BACKEND as _BLAS_BACKEND
 from thermonet.kernels.blas import gemm, gemm_acc
-from thermonet.kernels.elementwise import ONE_F, add_bias, exp, sigmoid_inplace
+from thermonet.kernels.elementwise import ONE_F, add_bias, sigmoid_inplace, tanh_inplace
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.losses import block_data_term
 
 LINEAR = 0
 LOGISTIC = 1
+#: bit of the activation code: the output activation (LINEAR or LOGISTIC)
+OUTPUT_MASK = 1
+#: bit of the activation code: tanh hidden units (otherwise logistic)
+HIDDEN_TANH = 2
 
 #: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL)
 _TRANSPOSE_SMALL = _BLAS_BACKEND == "numpy"
@@ -160,7 +173,12 @@ def forward(theta, widths, out_act, xb, work):
                 gemm(False, False, a_prev, wt, z)
             else:
                 gemm(False, True, a_prev, w, z)
-        if layer < n_layers - 1 or out_act == LOGISTIC:
+        if layer < n_layers - 1:
+            if out_act & HIDDEN_TANH:
+                tanh_inplace(z, b)
+            else:
+                sigmoid_inplace(z, b)
+        elif (out_act & OUTPUT_MASK) == LOGISTIC:
             sigmoid_inplace(z, b)
         else:
             add_bias(z, b)
@@ -171,88 +189,14 @@ def forward(theta, widths, out_act, xb, work):
 
 
 @kernel
-def _softmax_exp(logits, t):
-    """Row maxima ``m`` and ``t[r*n_cls + c] = exp(logits[r, c] - m[r])``, in float64.
-
-    ``t`` (float64) has at least ``rows * (n_cls + 1)`` entries; ``m`` is stored after the
-    exponentials. The exponentials are taken in one flat loop, which vectorises (a loop over
-    the ~10 classes of one row does not).
-    """
-    rows, n_cls = logits.shape
-    nt = rows * n_cls
-    for r in range(rows):
-        m = -np.inf
-        for c in range(n_cls):
-            v = np.float64(logits[r, c])
-            if v > m:
-                m = v
-        t[nt + r] = m
-        for c in range(n_cls):
-            t[r * n_cls + c] = np.float64(logits[r, c]) - m
-    for i in range(nt):
-        t[i] = exp(t[i])
-
-
-#: rows whose softmax normalisers are multiplied together before one ``log`` (see _block_ce)
-_LOG_CHUNK = 64
-
-
-@kernel
-def _block_ce(logits, yb, delta, want_delta):
-    """Cross-entropy of one block, accumulated in float64 from float64 copies of the logits;
-    with ``want_delta`` also writes dE/dlogits (softmax - one-hot) to ``delta``.
-
-    Per row, ``-log p(y) = m + log s - logit_y`` with ``m`` the row maximum and
-    ``s = sum_c exp(logit_c - m)`` in [1, n_cls]. The ``log s`` terms are taken as the log of
-    the product of up to 64 rows' ``s`` (at most ``n_cls**64``, far from overflow for fewer than
-    ~2^15 classes), so a 128-row block takes 2 scalar ``log`` calls instead of 128. The energy
-    and the energy-and-gradient kernels share this code, so they agree bit for bit.
-    """
-    rows, n_cls = logits.shape
-    t = np.empty(rows * (n_cls + 1))
-    _softmax_exp(logits, t)
-    chunk = _LOG_CHUNK if n_cls <= 32768 else 1
-    e = 0.0
-    prod = 1.0
-    n_prod = 0
-    for r in range(rows):
-        m = t[rows * n_cls + r]
-        if not math.isfinite(m):
-            # +inf or NaN logits: a non-finite energy, rejected by the caller.
-            e += np.nan if m != -np.inf else np.inf
-            if want_delta:
-                for c in range(n_cls):
-                    delta[r, c] = np.nan
-            continue
-        s = 0.0
-        for c in range(n_cls):
-            s += t[r * n_cls + c]
-        e += m - np.float64(logits[r, yb[r]])
-        prod *= s
-        n_prod += 1
-        if n_prod == chunk:
-            e += math.log(prod)
-            prod = 1.0
-            n_prod = 0
-        if want_delta:
-            inv = 1.0 / s
-            for c in range(n_cls):
-                delta[r, c] = t[r * n_cls + c] * inv
-            delta[r, yb[r]] -= 1.0
-    if n_prod > 0:
-        e += math.log(prod)
-    return e
-
-
-@kernel
 def _block_energy_and_delta(logits, yb, delta):
-    """Cross-entropy of one block; writes dE/dlogits (softmax - one-hot) to ``delta``."""
-    return _block_ce(logits, yb, delta, True)
+    """Data term of one block; writes its derivative by the outputs to ``delta``."""
+    return block_data_term(logits, yb, delta, True)
 
 
 @kernel
 def _block_energy(logits, yb):
-    return _block_ce(logits, yb, logits, False)
+    return block_data_term(logits, yb, logits, False)
 
 
 @kernel
@@ -286,7 +230,7 @@ def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking=Fals
     logits = work[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
     delta = work[d_off:d_off + rows * n_cls].reshape((rows, n_cls))
     e = _block_energy_and_delta(logits, yb, delta)
-    if out_act == LOGISTIC:
+    if (out_act & OUTPUT_MASK) == LOGISTIC:
         for r in range(rows):
             for c in range(n_cls):
                 a = logits[r, c]
@@ -335,12 +279,20 @@ def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking=Fals
             # ONE_F, not 1.0: a float64 literal would promote the float32 kernels' loop to
             # float64 (half the vector lanes, two conversions per element); float64 arrays
             # promote ONE_F exactly, so their results are unchanged
-            for r in range(rows):
-                for c in range(n_in):
-                    a = a_prev[r, c]
-                    v = da[r, c] * (a * (ONE_F - a))
-                    da[r, c] = v
-                    gb[c] += v
+            if out_act & HIDDEN_TANH:
+                for r in range(rows):
+                    for c in range(n_in):
+                        a = a_prev[r, c]
+                        v = da[r, c] * (ONE_F - a * a)
+                        da[r, c] = v
+                        gb[c] += v
+            else:
+                for r in range(rows):
+                    for c in range(n_in):
+                        a = a_prev[r, c]
+                        v = da[r, c] * (a * (ONE_F - a))
+                        da[r, c] = v
+                        gb[c] += v
             if kicking:
                 _bias_out(grad[p_off - n_in:p_off], gb, kick)
             cur, nxt = nxt, cur

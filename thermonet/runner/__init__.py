@@ -232,7 +232,7 @@ class Run:
         slots = unstack_slots(type(engine.samplers[0]).State, ck.slots, engine.n_slots)
         # the data or architecture must give the stored energies back exactly
         for k, slot in enumerate(slots):
-            energy = engine.samplers[k].potential.energy(slot.theta)
+            energy = engine.samplers[k].state_energy(slot)
             tolerance = 1e-9 * max(1.0, abs(slot.energy))
             if not (energy == slot.energy or abs(energy - slot.energy) <= tolerance):
                 raise CheckpointMismatchError(
@@ -284,14 +284,22 @@ class Run:
                                           lambda: ckpt.write_checkpoint(self.dir, ck)))
         self.committed = self.iteration
 
+    def _recorded_fields(self) -> tuple[str, ...]:
+        """The sampler's state fields recorded at every iteration (``Sampler.recorded_fields``)."""
+        return tuple(getattr(self.components.engine.sampler_cls, "recorded_fields", ()))
+
+    def _state_axes(self) -> dict[str, str]:
+        return {f"{name}_k": "slot,value" for name in self._recorded_fields()}
+
     def _commit(self, rows: dict[str, list[Any]], samples: list[tuple[int, np.ndarray]]) -> None:
         """Write the records since the last checkpoint as a segment, then the checkpoint."""
         if rows.get("iteration"):
             segment = trace.segment_name(rows["iteration"][0], rows["iteration"][-1])
+            axes = {**INFO_AXES, **self._state_axes()}
             self.world.on_root(lambda: _write(
                 self.dir / trace.TRACE_DIR / segment, self.dir, self.committed,
                 lambda: trace.write_segment(self.dir, self.run_uuid, rows, samples,
-                                            axes=INFO_AXES)))
+                                            axes=axes)))
         self.write_checkpoint()
 
     def run(self, progress: Callable[[RunProgress], None] | None = None, *,
@@ -340,6 +348,7 @@ class Run:
         recent = np.zeros((FROZEN_WINDOW, engine.n_slots), dtype=np.int64)
         sampled = np.isfinite(engine.ladder.temperature_k)
         world = self.world
+        recorded = self._recorded_fields()
         while self.iteration < total:
             signum = world.agree(stop.signum)
             if signum is not None:    # arrived after this iteration's commit point
@@ -357,6 +366,9 @@ class Run:
             rows.setdefault("iteration", []).append(i)
             for name, value in info._asdict().items():
                 rows.setdefault(name, []).append(np.asarray(value))
+            for name in recorded:
+                rows.setdefault(f"{name}_k", []).append(
+                    np.stack([np.asarray(getattr(s, name)) for s in self.state.slots]))
             if settings["sample_every"] and i % settings["sample_every"] == 0:
                 samples.append((i, np.stack([s.theta for s in self.state.slots])))
             n_accepted += int(info.n_accepted_k.sum())

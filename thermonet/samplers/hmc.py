@@ -17,11 +17,12 @@ import numpy as np
 from thermonet.api import Sampler, adaptation, as_theta, settings
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
+from thermonet.samplers.windows import windowed_transition
 from thermonet.types import FloatArray
 
 WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT}
 PRECISIONS = ("float64", "mixed")
-ADAPT_METHODS = ("original", "dual-averaging", "chain")
+ADAPT_METHODS = ("original", "dual-averaging", "chain", "fixed")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,9 @@ class HMCConfig:
         2014) on a discarded side chain. "chain": dual averaging on the chain's own
         transitions, in Stan's windows (:meth:`HMC.warm_up`); ``adapt`` then *moves* the chain
         by ``warmup_transitions`` transitions, so use it for warm-up only (``adapt_every = 0``)
-        and the frozen dt keeps production exact.
+        and the frozen dt keeps production exact. "fixed": no adaptation, dt stays at
+        ``step_size`` (for a set-up whose dt is known, e.g. Rasmussen's recipe on the robot arm,
+        where the initial phase's acceptance says nothing about the later one's).
     adapt_trajectories : int
         Trajectories per acceptance estimate of the "original" method (10), or the number of
         dual-averaging trajectories (x 5).
@@ -73,6 +76,11 @@ class HMCConfig:
         Target mean acceptance probability of the "chain" method (0.65).
     warmup_transitions : int
         Chain transitions per ``adapt`` call of the "chain" method (200).
+    window : int
+        W > 1: accept/reject windows of W states (Neal 1994; :mod:`thermonet.samplers.windows`),
+        the accepted state drawn from a window of the trajectory's last W states, the
+        rejected one from its first W. 0 or 1 (default): the end point only (Algorithm 1).
+        W is capped at (L + 1)/2 for each trajectory.
     """
 
     n_leapfrog: int = 100
@@ -89,6 +97,7 @@ class HMCConfig:
     n_leapfrog_jitter: float = 0.0
     target_accept: float = 0.65
     warmup_transitions: int = 200
+    window: int = 0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.n_leapfrog, (int, np.integer)) and self.n_leapfrog >= 1):
@@ -127,6 +136,8 @@ class HMCConfig:
                             expected="a probability in (0, 1), e.g. 0.65")
         settings.check_int(self, "hmc", "warmup_transitions", minimum=1,
                            expected="an integer >= 1")
+        settings.check_int(self, "hmc", "window", minimum=0,
+                           expected="an integer >= 0 (0 or 1: no windows)")
 
 
 class HMCState(NamedTuple):
@@ -252,11 +263,29 @@ class HMC(Sampler):
         return dt, n
 
     def step(self, state: HMCState, rng: np.random.Generator) -> tuple[HMCState, HMCInfo]:
-        """One HMC transition (Algorithm 1)."""
+        """One HMC transition (Algorithm 1), with windows if ``window`` > 1."""
+        if self.config.window > 1:
+            return self.windowed_step(state, rng)
         theta, e1, grad, info, _ = self.propose(state, rng)
         if info.is_accepted:
             return HMCState(theta, e1, grad, state.step_size), info
         return state, info
+
+    def windowed_step(self, state: HMCState, rng: np.random.Generator
+                      ) -> tuple[HMCState, HMCInfo]:
+        """One transition with accept/reject windows (Neal 1994). Draws from ``rng``: the
+        momenta, the jitter draws (if any), then the window's three uniforms."""
+        n = state.theta.shape[0]
+        p = np.empty(n)
+        lf.draw_momenta(rng, self._p_scale, self.inv_mass, p)
+        dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
+        theta, e1, grad, _, accepted, log_r, done = windowed_transition(
+            self, state.theta, state.energy, state.grad, p, dt, n_leapfrog, self.config.window,
+            rng)
+        divergent = not math.isfinite(e1)
+        info = HMCInfo(accepted, log_r, e1 - state.energy, state.energy, e1, divergent, True,
+                       done, 0, dt)
+        return HMCState(theta, e1, grad, state.step_size), info
 
     # -- step-size adaptation ---------------------------------------------------------------
 
@@ -273,6 +302,8 @@ class HMC(Sampler):
         chain's state after it. ``factor`` is the "original" method's multiplicative step (0.1
         coarse, 0.9 fine).
         """
+        if self.config.adapt_method == "fixed":
+            return state
         if self.config.adapt_method == "chain":
             return self.warm_up(state, rng, self.config.warmup_transitions)
         if self.config.adapt_method == "dual-averaging":

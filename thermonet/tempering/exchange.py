@@ -280,12 +280,14 @@ class ReplicaExchange:
                   rng: np.random.Generator) -> bool:
         """Attempt to exchange the configurations of slots j and j+1 (Alg. 2)."""
         beta = self.ladder.beta_k
-        log_a = swap_log_acceptance(beta[j], beta[j + 1], slots[j].energy, slots[j + 1].energy)
+        low, high = self.samplers[j], self.samplers[j + 1]
+        # the tempered part of each slot's energy (all of it, except with hyperparameters)
+        log_a = swap_log_acceptance(beta[j], beta[j + 1], low.swap_energy(slots[j]),
+                                    high.swap_energy(slots[j + 1]))
         log_u = math.log(rng.random())
         if not (log_u < log_a):
             return False
         t = self.ladder.temperature_k
-        low, high = self.samplers[j], self.samplers[j + 1]
         new_j = low.take_configuration(slots[j], slots[j + 1], float(t[j + 1]))
         new_k = high.take_configuration(slots[j + 1], slots[j], float(t[j]))
         slots[j], slots[j + 1] = new_j, new_k

@@ -48,6 +48,11 @@ class PriorRung:
         if prior is None or not hasattr(prior, "sample"):
             raise ConfigError("a prior rung (ladder.prior_rung = true) needs a proper prior "
                               "to draw from (the box prior); this run has none")
+        if getattr(inner, "hyper_model", None) is not None:
+            raise ConfigError("a prior rung (ladder.prior_rung = true) draws from the box prior, "
+                              "but this sampler's target has a hierarchical prior with "
+                              "hyperparameters, which has no exact draw here; set "
+                              "ladder.prior_rung = false and a finite t_max")
         self.inner = inner
         self.prior = prior
         self.potential = inner.potential
@@ -69,6 +74,14 @@ class PriorRung:
     def adapt(self, state: Any, rng: np.random.Generator, **options: Any) -> Any:
         """Nothing to tune: the draws are exact."""
         return state
+
+    def state_energy(self, state: Any) -> float:
+        """As the inner sampler's."""
+        return float(self.inner.state_energy(state))
+
+    def swap_energy(self, state: Any) -> float:
+        """As the inner sampler's."""
+        return float(self.inner.swap_energy(state))
 
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
         """The donor's configuration (its energy does not depend on the temperature)."""

@@ -1,0 +1,124 @@
+"""Hyperparameters of hierarchical models: Gamma priors on precisions and their Gibbs updates.
+
+A potential with hyperparameters (the regression MLP with a hierarchical prior) describes them
+by a :class:`HyperModel`: groups of parameters that share a prior precision, each precision with
+a Gamma hyperprior, and optionally an unknown noise precision with a Gamma prior. A sampler
+(``hmc-gibbs``) updates the precisions by Gibbs sampling from their exact conditionals
+between HMC updates of the weights (Neal 1996; Rasmussen 1996, Sec. 2.2.2).
+
+Gamma priors are given as Neal's FBM gives them: a *width* ``s`` (the precision's prior mean is
+``mu = 1/s^2``) and a *shape* ``alpha``, with density ``p(tau) ∝ tau^(alpha/2 - 1)
+exp(-tau alpha / (2 mu))``: an ordinary Gamma of shape ``alpha/2`` and rate ``alpha/(2 mu)``
+(Rasmussen 1996, Sec. 2.1).
+
+Conditionals at temperature T
+-----------------------------
+thermonet tempers the likelihood only: the target is ``p(D|w,tau)^(1/T) p(w|prec) p(prec)
+p(tau)``. A group of n weights with sum of squares Q therefore has the conditional
+
+    prec | w  ~  Gamma(shape alpha/2 + n/2,  rate alpha/(2 mu) + Q/2)        (any T)
+
+and the noise precision, with N K residuals of squared sum 2 S(w) (N cases, K outputs), whose
+likelihood factor ``tau^(NK/2) exp(-tau S)`` is raised to the power 1/T,
+
+    tau | w, D  ~  Gamma(shape alpha/2 + N K/(2 T),  rate alpha/(2 mu) + S/T).
+
+At T = 1 both are the usual conjugate updates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from thermonet.errors import ConfigError
+from thermonet.types import IntArray
+
+
+@dataclass(frozen=True)
+class GammaPrior:
+    """A Gamma prior on a precision, by width ``s`` (mean precision ``1/s^2``) and Neal's
+    shape ``alpha`` (ordinary shape ``alpha/2``)."""
+
+    width: float
+    shape: float
+
+    def __post_init__(self) -> None:
+        for key in ("width", "shape"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                    math.isfinite(v) and v > 0):
+                raise ConfigError(f"Gamma hyperprior {key} = {v!r}; expected a finite "
+                                  "positive number, e.g. width = 0.05, shape = 0.5 (Neal's "
+                                  "vague prior)")
+
+    @property
+    def mean(self) -> float:
+        """Prior mean of the precision, ``1/width^2``."""
+        return 1.0 / self.width ** 2
+
+    @property
+    def gamma_shape(self) -> float:
+        """Ordinary shape ``alpha/2``."""
+        return 0.5 * self.shape
+
+    @property
+    def gamma_rate(self) -> float:
+        """Ordinary rate ``alpha/(2 mu)``."""
+        return 0.5 * self.shape / self.mean
+
+    def log_density(self, tau: float) -> float:
+        """``ln p(tau)`` (normalised)."""
+        a, b = self.gamma_shape, self.gamma_rate
+        return a * math.log(b) - math.lgamma(a) + (a - 1.0) * math.log(tau) - b * tau
+
+
+@dataclass(frozen=True)
+class HyperGroup:
+    """Parameters ``index`` sharing one prior precision with hyperprior ``prior``; ``scale``
+    multiplies the precision for these parameters (e.g. the number of hidden units for the
+    hidden-to-output weights, so the output's prior scale does not grow with it)."""
+
+    name: str
+    index: IntArray
+    prior: GammaPrior
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class HyperModel:
+    """The hyperparameters of a potential, in the order of the state's ``hyper`` vector:
+    one precision per group, then the noise precision if ``noise`` is not None."""
+
+    groups: tuple[HyperGroup, ...]
+    noise: GammaPrior | None
+    n_residuals: int
+
+    @property
+    def n_hyper(self) -> int:
+        return len(self.groups) + (self.noise is not None)
+
+    def names(self) -> list[str]:
+        return [g.name for g in self.groups] + (["noise"] if self.noise is not None else [])
+
+
+def group_conditional(prior: GammaPrior, n: int, sum_sq: float, scale: float = 1.0
+                      ) -> tuple[float, float]:
+    """``(shape, rate)`` of the Gamma conditional of a group precision (module docstring);
+    the weights' precision is ``scale * prec``, so ``Q`` enters as ``scale * sum_sq``."""
+    return prior.gamma_shape + 0.5 * n, prior.gamma_rate + 0.5 * scale * sum_sq
+
+
+def noise_conditional(prior: GammaPrior, n_residuals: int, half_sse: float,
+                      temperature: float = 1.0) -> tuple[float, float]:
+    """``(shape, rate)`` of the Gamma conditional of the noise precision at temperature T,
+    given ``half_sse`` = S(w) = sum of squared residuals / 2 (module docstring)."""
+    return (prior.gamma_shape + 0.5 * n_residuals / temperature,
+            prior.gamma_rate + half_sse / temperature)
+
+
+def draw_gamma(shape: float, rate: float, rng: np.random.Generator) -> float:
+    """One draw of Gamma(shape, rate) from ``rng`` (NumPy's ``gamma``, scale = 1/rate)."""
+    return float(rng.gamma(shape, 1.0 / rate))

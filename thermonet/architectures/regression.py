@@ -1,0 +1,339 @@
+"""Regression networks as Neal (1993) and Rasmussen (1996) used them: real-valued outputs with
+Gaussian noise, linear output units, tanh (or logistic) hidden units, and Gaussian weight
+priors whose precisions are hyperparameters per group (MacKay 1992's three categories:
+input-to-hidden weights, hidden biases, hidden-to-output weights; optionally one group per
+input unit, ARD), with Gamma hyperpriors, and an unknown noise precision with a Gamma prior.
+
+The potential's energy is ``E(w) = -ln p(D|w, tau) + T sum_i prec_i w_i^2 / 2`` (see
+:mod:`thermonet.kernels.mlp_regression`), so ``exp(-E/T) = p(D|w,tau)^(1/T) p(w|prec)`` up to a
+constant: the temperature tempers the likelihood only. The hyperparameters themselves are
+updated by a sampler that understands :meth:`RegressionPotential.hyper_model` (``hmc-gibbs``);
+with plain ``hmc`` they stay at their initial values (a fixed Gaussian prior and noise level).
+
+References
+----------
+R. M. Neal, "Bayesian learning via stochastic dynamics", NIPS 5 (1993), Secs. 1.1, 3;
+C. E. Rasmussen, "A practical Monte Carlo implementation of Bayesian learning", NIPS 8 (1996),
+Sec. 2.1; D. J. C. MacKay, Neural Computation 4, 448 (1992).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from thermonet.api import Architecture, Potential, as_theta
+from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel
+from thermonet.errors import ConfigError, DataError
+from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_regression as kr
+from thermonet.types import FloatArray
+
+HIDDEN_ACTIVATIONS = {"tanh": k.HIDDEN_TANH, "logistic": 0}
+
+#: rows per block: the robot arm's 200 cases are one block
+DEFAULT_BLOCK = 512
+
+#: box half-widths of these models: none (the prior is the Gaussian in the energy)
+NO_BOX = 1e8
+
+
+def _positive(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+            math.isfinite(v) and v > 0):
+        raise ConfigError(f"architecture.{name} = {v!r}; expected a finite positive number")
+    return float(v)
+
+
+class RegressionPotential(Potential):
+    """``E(w) = tau S(w) + (N K/2) ln(2 pi/tau) + sum_i prec_i w_i^2/2`` on fixed data.
+
+    ``tau`` and ``prec`` are set by :meth:`set_hyperparameters`; at construction they are
+    the architecture's initial values (at scale 1).
+    """
+
+    def __init__(self, arch: RegressionMLP, x: Any, y: Any, *, block: int = DEFAULT_BLOCK
+                 ) -> None:
+        self.arch = arch
+        x = np.asarray(x)
+        y = np.asarray(y)
+        n_in, n_out = int(arch.widths[0]), int(arch.widths[-1])
+        if x.ndim != 2 or x.shape[1] != n_in:
+            raise DataError(f"inputs have shape {x.shape}; expected (n_data, {n_in}) for "
+                            f"{arch.name}")
+        if y.ndim == 1 and n_out == 1:
+            y = y[:, None]
+        if y.shape != (x.shape[0], n_out):
+            raise DataError(f"targets have shape {y.shape}; expected ({x.shape[0]}, {n_out}): "
+                            "one row of real-valued outputs per input row")
+        for what, a in (("inputs", x), ("targets", y)):
+            if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+                raise DataError(f"{what} have dtype {a.dtype}; expected real numbers")
+            bad = ~np.isfinite(a.astype(np.float64)).all(axis=1)
+            if bad.any():
+                raise DataError(f"{what} hold NaN or inf in {int(bad.sum())} of {a.shape[0]} "
+                                f"rows (first: row {int(np.flatnonzero(bad)[0])}); expected "
+                                "finite numbers: drop or impute those rows")
+        if int(block) < 1:
+            raise ConfigError(f"block = {block}; expected a positive number of rows")
+        self.x = np.ascontiguousarray(x, dtype=np.float64)
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        self.block = int(block)
+        self.n_params = arch.n_params
+        self.n_data = self.x.shape[0]
+        self.n_residuals = self.n_data * n_out
+        self._widths = arch.widths
+        self._act = arch.act
+        self._work = np.empty(int(k.work_size(self._widths, self.block)))
+        self._partial = np.empty(self.n_params)
+        self.prec = np.empty(self.n_params)
+        self.tau = 1.0
+        self.const = 0.0
+        self.set_hyperparameters(arch.initial_hyper(), 1.0)
+
+    # -- hyperparameters --------------------------------------------------------------------
+
+    def hyper_model(self) -> HyperModel:
+        """The groups and Gamma priors of the hyperparameters (:mod:`thermonet.api.hyper`)."""
+        return self.arch.hyper_model(self.n_residuals)
+
+    def set_hyperparameters(self, hyper: Any, scale: float) -> None:
+        """Precisions per group (then the noise precision, if unknown) in the order of
+        :meth:`hyper_model`; the prior term is multiplied by ``scale`` (the temperature T)."""
+        self.tau, self.prec[:] = self.arch.expand_hyper(np.asarray(hyper, dtype=np.float64),
+                                                        scale)
+        self.const = 0.5 * self.n_residuals * math.log(2.0 * math.pi / self.tau)
+
+    def half_sse(self, theta: FloatArray) -> float:
+        """``S(w) = sum |f(x_n) - y_n|^2 / 2`` (float64)."""
+        return float(kr.half_sse(self._theta(theta), self._widths, self._act, self.x, self.y,
+                                 self.block, self._work))
+
+    def likelihood_energy(self, theta: FloatArray) -> float:
+        """``-ln p(D|w, tau)`` (nats), without the prior term."""
+        return self.tau * self.half_sse(theta) + self.const
+
+    # -- the Potential contract -------------------------------------------------------------
+
+    def _theta(self, theta: Any) -> np.ndarray:
+        if (isinstance(theta, np.ndarray) and theta.dtype == np.float64 and theta.ndim == 1
+                and theta.flags.c_contiguous and theta.shape[0] == self.n_params):
+            return theta
+        return as_theta(theta, self.n_params, finite=False)
+
+    def energy(self, theta: FloatArray) -> float:
+        return float(kr.energy(self._theta(theta), self._widths, self._act, self.x, self.y,
+                               self.block, self._work, self.tau, self.prec, self.const))
+
+    def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
+                        ) -> tuple[float, FloatArray]:
+        if grad_out is None:
+            grad_out = np.empty(self.n_params)
+        e = kr.energy_and_grad(self._theta(theta), self._widths, self._act, self.x, self.y,
+                               self.block, self._work, self._partial, grad_out, self.tau,
+                               self.prec, self.const)
+        return float(e), grad_out
+
+    def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                   inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                   half_width: FloatArray, runaway: float,
+                   precision: str = "float64") -> tuple[float, int, int, int]:
+        """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
+        e, n, status, n_ref = kr.trajectory(
+            theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway, self._widths,
+            self._act, self.x, self.y, self.block, self._work, self._partial, self.tau,
+            self.prec, self.const)
+        return float(e), int(n), int(status), int(n_ref)
+
+    def copy(self) -> RegressionPotential:
+        """A potential on the same data with its own scratch and hyperparameters."""
+        out = RegressionPotential(self.arch, self.x, self.y, block=self.block)
+        out.tau, out.const = self.tau, self.const
+        out.prec[:] = self.prec
+        return out
+
+    def outputs(self, theta: FloatArray, x: Any = None) -> FloatArray:
+        """Network outputs ``f(x, w)``, shape ``(n, n_outputs)``."""
+        xx = self.x if x is None else np.ascontiguousarray(x, dtype=np.float64)
+        out = np.empty((xx.shape[0], int(self._widths[-1])))
+        k.predict_logits(self._theta(theta), self._widths, self._act, xx, self.block,
+                         self._work, out)
+        return out
+
+
+class RegressionMLP(Architecture):
+    """One or more hidden layers of tanh (or logistic) units, linear outputs, Gaussian noise.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input units (the robot arm: 2).
+    hidden : list of int
+        Hidden units per layer (the robot arm: [16]).
+    n_outputs : int
+        Linear output units (the robot arm: 2).
+    hidden_activation : {"tanh", "logistic"}
+        The hidden units' activation (tanh: Neal's and Rasmussen's).
+    noise_std : float or None
+        The noise level sigma if known; None (default): unknown, its precision has the Gamma
+        prior ``noise_width``/``noise_shape`` and is sampled.
+    hierarchical : bool
+        True (default): one prior precision per group with a Gamma hyperprior of width
+        ``hyper_width`` and shape ``hyper_shape`` (Neal's and Rasmussen's vague 0.05 and 0.5).
+        False: fixed Gaussian widths ``weight_std``.
+    hyper_width : float
+        Width s of the groups' Gamma hyperprior (the precision's prior mean is 1/s^2).
+    hyper_shape : float
+        Neal's shape alpha of that hyperprior (ordinary Gamma shape alpha/2).
+    noise_width : float
+        Width of the noise precision's Gamma prior (unknown noise).
+    noise_shape : float
+        Neal's shape of the noise precision's Gamma prior.
+    ard : bool
+        One precision per input unit for the first layer's weights (Automatic Relevance
+        Determination; two levels: the top-level hyperprior of Rasmussen 1996 is not
+        implemented).
+    weight_std : float
+        Initial (or, without hierarchy, fixed) prior width of every group (1: Rasmussen's
+        initial phase, Sec. 2.3).
+    output_bias_std : float
+        Fixed prior width of the output biases (100; effectively unconstrained).
+    """
+
+    name: ClassVar[str] = "mlp-regression"
+
+    def __init__(self, n_inputs: int = 2, hidden: Sequence[int] = (16,), n_outputs: int = 2,
+                 hidden_activation: str = "tanh", noise_std: float | None = None,
+                 noise_width: float = 0.05, noise_shape: float = 0.5,
+                 hierarchical: bool = True, hyper_width: float = 0.05,
+                 hyper_shape: float = 0.5, ard: bool = False, weight_std: float = 1.0,
+                 output_bias_std: float = 100.0) -> None:
+        hidden = [hidden] if isinstance(hidden, int) else list(hidden)
+        widths = [n_inputs, *hidden, n_outputs]
+        if any((not isinstance(w, (int, np.integer))) or w < 1 for w in widths) or not hidden:
+            raise ConfigError(f"layer widths {widths} must be positive integers, with at "
+                              "least one hidden layer")
+        if hidden_activation not in HIDDEN_ACTIVATIONS:
+            raise ConfigError(f"hidden_activation = {hidden_activation!r}; expected one of "
+                              f"{sorted(HIDDEN_ACTIVATIONS)}")
+        self.widths = np.array(widths, dtype=np.int64)
+        self.hidden_activation = hidden_activation
+        self.act = k.LINEAR | HIDDEN_ACTIVATIONS[hidden_activation]
+        self.noise_std = None if noise_std is None else _positive("noise_std", noise_std)
+        self.noise_prior = None if noise_std is not None else GammaPrior(noise_width,
+                                                                           noise_shape)
+        self.hierarchical = bool(hierarchical)
+        self.hyperprior = GammaPrior(hyper_width, hyper_shape)
+        self.ard = bool(ard)
+        self.weight_std = _positive("weight_std", weight_std)
+        self.output_bias_std = _positive("output_bias_std", output_bias_std)
+        self._n_params = int(k.n_params(self.widths))
+        self._groups = self._make_groups()
+
+    def _make_groups(self) -> list[tuple[str, np.ndarray, float]]:
+        """(name, parameter indices, precision scale) of every hyperparameter group."""
+        out: list[tuple[str, np.ndarray, float]] = []
+        pos = 0
+        n_layers = len(self.widths) - 1
+        for layer in range(n_layers):
+            n_in, n_out = int(self.widths[layer]), int(self.widths[layer + 1])
+            w_idx = np.arange(pos, pos + n_in * n_out).reshape(n_out, n_in)
+            pos += n_in * n_out
+            b_idx = np.arange(pos, pos + n_out)
+            pos += n_out
+            last = layer == n_layers - 1
+            # hidden-to-output: precision times the fan-in, so the output's prior variance
+            # does not grow with the number of hidden units (Rasmussen 1996, Sec. 2.1)
+            scale = float(n_in) if last else 1.0
+            if layer == 0 and self.ard:
+                out.extend((f"layer1.weight.in{i}", w_idx[:, i].copy(), 1.0)
+                           for i in range(n_in))
+            else:
+                out.append((f"layer{layer + 1}.weight", w_idx.ravel(), scale))
+            if not last:
+                out.append((f"layer{layer + 1}.bias", b_idx, 1.0))
+        return out
+
+    @property
+    def output_bias_index(self) -> np.ndarray:
+        n_out = int(self.widths[-1])
+        return np.arange(self._n_params - n_out, self._n_params)
+
+    def hyper_model(self, n_residuals: int) -> HyperModel:
+        groups = tuple(HyperGroup(name, idx, self.hyperprior, scale)
+                       for name, idx, scale in self._groups) if self.hierarchical else ()
+        return HyperModel(groups, self.noise_prior, int(n_residuals))
+
+    def initial_hyper(self) -> FloatArray:
+        """Initial precisions: ``1/weight_std^2`` per group, and 1 for an unknown noise
+        precision (Rasmussen's initial phase has every variance at 1)."""
+        n = (len(self._groups) if self.hierarchical else 0) + (self.noise_prior is not None)
+        return np.full(n, 1.0 / self.weight_std ** 2)
+
+    def expand_hyper(self, hyper: FloatArray, scale: float) -> tuple[float, FloatArray]:
+        """``(tau, prec)`` from the hyperparameter vector; ``prec`` already times ``scale``."""
+        n_g = len(self._groups) if self.hierarchical else 0
+        want = n_g + (self.noise_prior is not None)
+        if hyper.shape != (want,) or not np.all(np.isfinite(hyper)) or np.any(hyper <= 0):
+            raise ConfigError(f"hyperparameters {hyper!r}; expected {want} positive finite "
+                              "precisions")
+        prec = np.empty(self._n_params)
+        for g, (_, idx, s) in enumerate(self._groups):
+            prec[idx] = scale * s * (hyper[g] if self.hierarchical else
+                                     1.0 / self.weight_std ** 2)
+        prec[self.output_bias_index] = scale / self.output_bias_std ** 2
+        tau = float(hyper[n_g]) if self.noise_std is None else 1.0 / self.noise_std ** 2
+        return tau, prec
+
+    # -- the Architecture contract ----------------------------------------------------------
+
+    @property
+    def n_params(self) -> int:
+        return self._n_params
+
+    def fan_in(self) -> np.ndarray:
+        out = np.empty(self._n_params, dtype=np.int64)
+        k.fan_in(self.widths, out)
+        return out
+
+    def prior_widths(self) -> FloatArray:
+        """No box: the prior is the Gaussian term of the energy (:data:`NO_BOX`)."""
+        return np.full(self._n_params, 2.0 * NO_BOX)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "n_params": self.n_params,
+                "widths": [int(w) for w in self.widths],
+                "hidden_activation": self.hidden_activation, "noise_std": self.noise_std,
+                "hierarchical": self.hierarchical, "ard": self.ard}
+
+    def param_groups(self) -> dict[str, slice]:
+        groups: dict[str, slice] = {}
+        pos = 0
+        for layer in range(len(self.widths) - 1):
+            n_in, n_out = int(self.widths[layer]), int(self.widths[layer + 1])
+            groups[f"layer{layer + 1}.weight"] = slice(pos, pos + n_in * n_out)
+            pos += n_in * n_out
+            groups[f"layer{layer + 1}.bias"] = slice(pos, pos + n_out)
+            pos += n_out
+        return groups
+
+    def potential(self, data: Any = None, **options: Any) -> RegressionPotential:
+        """Bind to a data set with ``.x`` and real-valued ``.y`` (or ``x=``, ``y=``)."""
+        if data is not None:
+            x, y = data.x, data.y
+        else:
+            try:
+                x, y = options.pop("x"), options.pop("y")
+            except KeyError:
+                raise DataError(f"{self.name} needs a data set: potential(dataset) or "
+                                "potential(x=..., y=...)") from None
+        return RegressionPotential(self, x, y, **options)
+
+    def predict(self, theta: FloatArray, x: FloatArray) -> FloatArray:
+        """Network outputs at inputs ``x``, shape ``(n, n_outputs)``."""
+        n_out = int(self.widths[-1])
+        pot = RegressionPotential(self, np.asarray(x), np.zeros((len(x), n_out)))
+        return pot.outputs(theta)

@@ -1,0 +1,89 @@
+"""Regression MLPs with Gaussian noise and Gaussian weight priors: energy, gradient, trajectory.
+
+The energy a sampler sees (Neal 1993 eqs. 2 and 7, MacKay 1992):
+
+    E(w) = tau * S(w) + c + sum_i prec_i w_i^2 / 2,    S(w) = sum_n |f(x_n, w) - y_n|^2 / 2
+
+with ``tau`` the noise precision (1/sigma^2), ``c = (N K / 2) ln(2 pi / tau)`` the Gaussian's
+normalising constant for N cases of K outputs (so ``tau S + c = -ln p(D|w, tau)`` exactly), and
+``prec_i`` the per-parameter prior precisions *already multiplied by the caller's scale* (the
+temperature T when only the likelihood is tempered: ``exp(-E/T)`` is then
+``p(D|w)^(1/T) p(w|prec)``). The network part is :func:`thermonet.kernels.mlp.loss_and_grad`
+with real-valued targets; ``widths`` and ``act`` as there (``act`` may carry
+:data:`thermonet.kernels.mlp.HIDDEN_TANH`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from thermonet.kernels import leapfrog as lf
+from thermonet.kernels import mlp
+from thermonet.kernels.jit import kernel
+
+
+@kernel
+def prior_term(theta, prec):
+    """``sum_i prec_i theta_i^2 / 2`` in float64."""
+    e = 0.0
+    for i in range(theta.shape[0]):
+        e += 0.5 * prec[i] * theta[i] * theta[i]
+    return e
+
+
+@kernel
+def energy(theta, widths, act, x, y, block, work, tau, prec, const):
+    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed."""
+    s = mlp.loss(theta, widths, act, x, y, block, work)
+    return tau * s + const + prior_term(theta, prec)
+
+
+@kernel
+def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
+    """``E(w)`` and its gradient (written to ``grad``)."""
+    s = mlp.loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+    ep = 0.0
+    for i in range(theta.shape[0]):
+        t = theta[i]
+        pt = prec[i] * t
+        ep += 0.5 * pt * t
+        grad[i] = tau * grad[i] + pt
+    return tau * s + const + ep
+
+
+@kernel
+def half_sse(theta, widths, act, x, y, block, work):
+    """``S(w) = sum |f - y|^2 / 2`` alone (the noise precision's sufficient statistic)."""
+    return mlp.loss(theta, widths, act, x, y, block, work)
+
+
+@kernel
+def trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+               widths, act, x, y, block, work, partial, tau, prec, const):
+    """``n_steps`` velocity-Verlet steps on ``E(w)``, in place, one gradient per step.
+
+    Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
+    only, serial), plus ``tau``, ``prec`` and ``const`` of ``E(w)``.
+    """
+    e = math.nan
+    n_ref = 0
+    bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
+    lf.kick(p, grad, 0.5 * step)
+    if wall == lf.WALL_REFLECT:
+        n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+    elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
+        return e, 1, lf.RUNAWAY, n_ref
+    for s in range(n_steps):
+        e = energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
+                            const)
+        if not math.isfinite(e):
+            return e, s + 1, lf.NON_FINITE, n_ref
+        if s == n_steps - 1:
+            lf.kick(p, grad, 0.5 * step)
+        elif wall == lf.WALL_REFLECT:
+            lf.kick(p, grad, step)
+            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+        elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
+                                   bounds, im_r, hw_r):
+            return e, s + 2, lf.RUNAWAY, n_ref
+    return e, n_steps, lf.OK, n_ref
