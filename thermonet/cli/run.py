@@ -102,6 +102,7 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
     regenerated identically. Ctrl-C or SIGTERM stop it at the next safe point (exit status 130
     or 143); a refused resume changes nothing.
     """
+    _keep_backend(Path(run_dir))
     from thermonet.runner import Run
 
     quiet = is_quiet(ctx, quiet)
@@ -113,6 +114,18 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
         return run_
 
     _advance(ctx, open_run, True, "")
+
+
+def _keep_backend(run_dir: Path) -> None:
+    """Resume with the matrix-product backend the checkpoint was written with (the two round
+    differently), unless THERMONET_BLAS names one: before any kernel is imported, which fixes
+    the process's backend."""
+    from thermonet.io.checkpoint import recorded_backend
+    from thermonet.kernels import backend
+
+    recorded = recorded_backend(run_dir)
+    if recorded and not backend.chosen():
+        backend.pin(recorded, f"the backend the run's checkpoint was written with ({recorded})")
 
 
 def _fmt(v: float) -> str:
@@ -138,6 +151,9 @@ def info(run_dir: str, as_json: bool) -> None:
                f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
     click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
                f"round trips {s['round_trips']};  restarts {s['restarts']}")
+    if s.get("blas_backend"):
+        reason = f" ({s['blas_reason']})" if s.get("blas_reason") else ""
+        click.echo(f"blas       {s['blas_backend']}{reason}")
     rounds = s.get("ladder_rounds") or []
     if rounds:
         path = " -> ".join(f"{r['barrier']:.3g}" for r in rounds)

@@ -133,6 +133,14 @@ def blas_backend() -> str:
     return str(blas.BACKEND)
 
 
+def blas_choice() -> dict[str, Any]:
+    """How this process's BLAS backend was chosen (recorded in checkpoints beside it)."""
+    from thermonet.kernels import backend
+
+    choice = backend.choice()
+    return {key: choice[key] for key in ("how", "reason", "rates")}
+
+
 def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
                    workers: int | None) -> tuple[cfgmod.RunConfig, bool]:
     """The configuration to continue with, resolved once: the run's config.toml (which may
@@ -217,5 +225,6 @@ def adapt_ladder_rounds(components: Components, state: REState, streams: Streams
     return state
 
 
-__all__ = ["EXTENDABLE", "Components", "adapt_ladder_rounds", "blas_backend", "build",
-           "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots"]
+__all__ = ["EXTENDABLE", "Components", "adapt_ladder_rounds", "blas_backend", "blas_choice",
+           "build", "initial_state", "restore_streams", "resume_config", "stack_slots",
+           "unstack_slots"]
