@@ -50,7 +50,11 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache" / calibration.CACHE_FILE, calls
 
 
-CANDIDATES = {"numpy": None, "mkl": None}
+CANDIDATES = ("numpy", "mkl")
+
+
+def _cal(names=CANDIDATES, **kw):
+    return calibration.calibrate(names, lambda: dict.fromkeys(names), **kw)
 
 
 # --- what is measured ---------------------------------------------------------------------
@@ -106,21 +110,21 @@ def test_choice_rule_keeps_numpy_on_a_tie():
 
 def test_cache_miss_then_hit(cache):
     path, calls = cache
-    first = calibration.calibrate(CANDIDATES)
+    first = _cal()
     assert first["how"] == "measured" and first["backend"] == "mkl" and len(calls) == 1
     stored = json.loads(path.read_text())
     assert list(stored["entries"]) == [calibration.key_id(calibration.machine_key())]
-    second = calibration.calibrate(CANDIDATES)
+    second = _cal()
     assert second["how"] == "cached" and len(calls) == 1
     assert second["rates"] == first["rates"] and second["backend"] == "mkl"
-    forced = calibration.calibrate(CANDIDATES, force=True)
+    forced = _cal(force=True)
     assert forced["how"] == "measured" and len(calls) == 2
 
 
 def test_new_candidate_set_is_measured_again(cache):
     _, calls = cache
-    calibration.calibrate({"numpy": None})
-    assert calibration.calibrate(CANDIDATES)["how"] == "measured" and len(calls) == 2
+    _cal(("numpy",))
+    assert _cal()["how"] == "measured" and len(calls) == 2
 
 
 def test_key_changes_with_cpu_and_library_versions(monkeypatch):
@@ -148,11 +152,11 @@ def test_key_changes_with_cpu_and_library_versions(monkeypatch):
 
 def test_version_change_measures_again_and_keeps_both(cache):
     path, calls = cache
-    calibration.calibrate(CANDIDATES, mkl_version="MKL 1")
-    again = calibration.calibrate(CANDIDATES, mkl_version="MKL 2")
+    _cal(mkl_version="MKL 1")
+    again = _cal(mkl_version="MKL 2")
     assert again["how"] == "measured" and len(calls) == 2
     assert len(json.loads(path.read_text())["entries"]) == 2
-    assert calibration.calibrate(CANDIDATES, mkl_version="MKL 1")["how"] == "cached"
+    assert _cal(mkl_version="MKL 1")["how"] == "cached"
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"entries": {"k": {"backend": "cuda"}}}',
@@ -162,9 +166,9 @@ def test_corrupt_cache_warns_and_is_replaced(cache, content):
     path.parent.mkdir(parents=True)
     path.write_text(content, errors="surrogateescape")
     with pytest.warns(RuntimeWarning, match="measuring the matrix-product backends again"):
-        record = calibration.calibrate(CANDIDATES)
+        record = _cal()
     assert record["how"] == "measured" and len(calls) == 1
-    assert calibration.calibrate(CANDIDATES)["how"] == "cached"     # replaced by a good file
+    assert _cal()["how"] == "cached"     # replaced by a good file
 
 
 def test_unwritable_cache_warns_and_still_chooses(cache, tmp_path, monkeypatch):
@@ -172,7 +176,7 @@ def test_unwritable_cache_warns_and_still_chooses(cache, tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv("THERMONET_CACHE_DIR", str(blocker / "sub"))   # a file in the way
     with pytest.warns(RuntimeWarning, match="could not write the calibration cache"):
-        record = calibration.calibrate(CANDIDATES)
+        record = _cal()
     assert record["backend"] == "mkl"
 
 

@@ -127,8 +127,9 @@ def calibrate(force: bool = False) -> dict[str, Any]:
     from thermonet.kernels import calibration
 
     lib, _ = load_mkl()
-    return calibration.calibrate(candidates(), mkl_version(lib) if lib is not None else "",
-                                 force=force)
+    names = ("numpy",) if lib is None else ("numpy", "mkl")
+    return calibration.calibrate(names, candidates,
+                                 mkl_version(lib) if lib is not None else "", force=force)
 
 
 def _select() -> dict[str, Any]:

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -276,10 +276,12 @@ def write_cache(path: str, entries: dict[str, Any]) -> None:
         raise
 
 
-def calibrate(dgemms: dict[str, Any], mkl_version: str = "", *,
-              force: bool = False) -> dict[str, Any]:
+def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
+              mkl_version: str = "", *, force: bool = False) -> dict[str, Any]:
     """The cached record for this machine, or a new measurement (``force``: always measure).
 
+    ``names`` are the candidates that can run here; ``dgemms()`` gives their functions (only
+    called to measure: finding SciPy's ``dgemm`` imports ``scipy.linalg``, most of a second).
     Returns ``{"backend", "how", "key", "rates", "measured_utc"}``; ``how`` is ``"measured"``
     or ``"cached"``.
     """
@@ -294,9 +296,9 @@ def calibrate(dgemms: dict[str, Any], mkl_version: str = "", *,
         entries = {}
     record = entries.get(kid)
     if (not force and record is not None and record.get("key") == key
-            and set(record.get("rates", {})) == set(dgemms)):
+            and set(record.get("rates", {})) == set(names)):
         return {**record, "how": "cached"}
-    rates = measure(dgemms)
+    rates = measure(dgemms())
     record = {"backend": choose(rates), "key": key, "rates": rates,
               "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     entries[kid] = record
