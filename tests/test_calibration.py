@@ -247,6 +247,27 @@ def test_pin_wins_over_the_cache_but_not_over_thermonet_blas(tmp_path):
     assert pinned == {"pinned": False} and (c["backend"], c["how"]) == ("mkl", "override")
 
 
+@needs_mkl
+def test_a_failing_measurement_falls_back_to_numpy_with_a_warning(tmp_path):
+    code = ("import json, warnings\n"
+            "from thermonet.kernels import backend, calibration\n"
+            "def broken(dgemms, budget_s=0.5):\n"
+            "    raise OSError('no timer')\n"
+            "calibration.measure = broken\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            "    c = backend.choice()\n"
+            "print(json.dumps([c, [str(w.message) for w in caught]]))\n")
+    env = {**os.environ, "THERMONET_CACHE_DIR": str(tmp_path)}
+    env.pop("THERMONET_BLAS", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    c, caught = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (c["backend"], c["how"]) == ("numpy", "fallback")
+    assert "OSError: no timer" in c["reason"] and caught == [c["reason"]]
+
+
 @pytest.mark.skipif(MKL_LIB is not None, reason="MKL is installed")
 def test_without_mkl_nothing_is_measured(tmp_path):
     (c,) = _probe(tmp_path, None)

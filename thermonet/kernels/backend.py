@@ -17,6 +17,8 @@ import ctypes.util
 import glob
 import os
 import sys
+import threading
+import warnings
 from typing import Any
 
 #: LLVM symbol names of the MKL products (registered when MKL is used)
@@ -28,6 +30,7 @@ CHOICES = ("auto", "mkl", "numpy")
 _MKL_THREADING_SEQUENTIAL = 1
 _MKL_CBWR_STRICT = 0x10000
 
+_lock = threading.RLock()
 _chosen: dict[str, Any] | None = None   # the process's choice, once made
 _pinned: tuple[str, str] | None = None  # (backend, why) fixed by pin() before the choice
 
@@ -155,7 +158,13 @@ def _select() -> dict[str, Any]:
     if want == "auto":
         from thermonet.kernels import calibration
 
-        record = calibrate()
+        try:
+            record = calibrate()
+        except Exception as err:     # a measurement that fails must not stop the kernels
+            why = f"the measurement failed ({type(err).__name__}: {err}); using np.dot"
+            warnings.warn(why, RuntimeWarning, stacklevel=2)
+            return {"backend": "numpy", "library": "", "reason": why, "how": "fallback",
+                    "rates": rates}
         want, how, rates = record["backend"], record["how"], record["rates"]
         why = (f"{'measured' if how == 'measured' else 'measured earlier'} on this machine: "
                f"{calibration.describe(record)} on the M(3) block products")
@@ -171,12 +180,14 @@ def _select() -> dict[str, Any]:
 def choice() -> dict[str, Any]:
     """The process's choice (made on the first call): ``backend`` (``"mkl"`` or
     ``"numpy"``), ``library`` (MKL's path or ""), ``reason`` (one line: why), ``how``
-    (``measured``, ``cached``, ``override``, ``pinned`` or ``only candidate``) and ``rates``
+    (``measured``, ``cached``, ``override``, ``pinned``, ``only candidate`` or ``fallback``)
+    and ``rates``
     (the measurement behind an automatic choice, else empty)."""
     global _chosen
-    if _chosen is None:
-        _chosen = _select()
-    return dict(_chosen)
+    with _lock:
+        if _chosen is None:
+            _chosen = _select()
+        return dict(_chosen)
 
 
 def chosen() -> bool:
@@ -195,9 +206,9 @@ def pin(backend: str, why: str) -> bool:
         auto = requested() == "auto"
     except RuntimeError:
         return False                  # the one-line error comes when the kernels load
-    if _chosen is None and auto and (backend == "numpy"
-                                                      or load_mkl()[0] is not None):
-        _pinned = (backend, why)
+    with _lock:
+        if _chosen is None and auto and (backend == "numpy" or load_mkl()[0] is not None):
+            _pinned = (backend, why)
     return choice()["backend"] == backend
 
 
