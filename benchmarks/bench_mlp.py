@@ -33,9 +33,11 @@ measured in the same run, and percentages of the float64 GEMM peak measured in t
   83,040 FLOP per data point if it is included (the count quoted in the issue: 41.5 MFLOP at
   N = 500). "% peak" is given on both counts, labelled.
 
-* BLAS: thermonet's kernels call Intel MKL when it is installed (``pip install thermonet[mkl]``),
-  else NumPy's ``np.dot`` (OpenBLAS). The ``tn-openblas`` rows are the same kernels forced onto
-  ``np.dot`` with ``THERMONET_BLAS=numpy``, measured in the same run.
+* BLAS: the ``thermonet`` rows use the backend thermonet chooses by itself (``THERMONET_BLAS``
+  unset: the faster of Intel MKL and NumPy's ``np.dot`` on this machine, measured once and
+  cached; ``thermonet calibrate`` shows it). The ``tn-openblas`` and ``tn-mkl`` rows are the
+  same kernels forced onto ``np.dot`` (``THERMONET_BLAS=numpy``) and, when it is installed, onto
+  MKL (``THERMONET_BLAS=mkl``), measured in the same run.
 
 PyTorch and JAX are optional (measured when importable); they are not thermonet dependencies.
 """
@@ -441,6 +443,11 @@ def main(argv=None) -> int:
     for t in thread_counts:      # the same kernels with NumPy's BLAS (np.dot -> OpenBLAS)
         specs.append((("tn-openblas", "float64", t), "thermonet", t, ["--dtype", "float64"] + blk,
                       {"THERMONET_BLAS": "numpy"}))
+    from thermonet.kernels import backend as tn_backend
+    if tn_backend.load_mkl()[0] is not None:
+        for t in thread_counts:  # the same kernels with MKL
+            specs.append((("tn-mkl", "float64", t), "thermonet", t,
+                          ["--dtype", "float64"] + blk, {"THERMONET_BLAS": "mkl"}))
     for t in thread_counts:
         if has["torch"]:
             specs.append((("pytorch", "float64", t), "torch", t, [],
@@ -529,7 +536,7 @@ def main(argv=None) -> int:
     print(hdr)
     print("-" * len(hdr))
     order_rows = [("thermonet", "float64"), ("thermonet", "float32"), ("tn-openblas", "float64"),
-                  ("pytorch", "float64"), ("jax", "float64")]
+                  ("tn-mkl", "float64"), ("pytorch", "float64"), ("jax", "float64")]
     summary = {}
     busiest = 0.0
     for n in args.sizes:
@@ -557,6 +564,10 @@ def main(argv=None) -> int:
                 summary[(impl, dt, t, n)] = {"rate": rate, "pk": pk, "pk_full": pk_full,
                                              "x_torch": xt, "x_jax": xj}
         print()
+    tn_info = workers.get(("thermonet", "float64", 1))
+    if tn_info is not None:
+        b = tn_info.info.get("blas", {})
+        print(f"thermonet rows: backend {b.get('blas_backend')} ({b.get('blas_note', '')})")
     results["summary"] = {"/".join(map(str, k)): v for k, v in summary.items()}
     print("%pk: % of the same-thread-count GEMM peak of the row's dtype (float32 rows: float32 "
           "peak), counting 62,560 FLOP/point; %pk*: counting 83,040 FLOP/point.")

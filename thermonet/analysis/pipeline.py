@@ -384,6 +384,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         "temperatures": [float(t) for t in ck.temperatures],
         "dt": [float(v) for v in np.atleast_1d(ck.slots["step_size"])],
         "elapsed_s": float(ck.counters.get("elapsed_s", 0.0)),
+        "blas_backend": ck.blas_backend,
+        "blas_reason": str(ck.blas_choice.get("reason", "")),
         "architecture": cfg.get("architecture", {}).get("name"),
         "data": cfg.get("data", {}).get("name"),
         "sampler": sampler.get("name"),

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "evidence": "thermonet.cli.evidence:evidence",
     "anneal": "thermonet.cli.anneal:anneal",
     "plot": "thermonet.cli.plot:plot",
+    "calibrate": "thermonet.cli.calibrate:calibrate",
 }
 
 

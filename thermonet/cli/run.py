@@ -113,6 +113,7 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
     or 143); a refused resume changes nothing. Any executor and any number of ranks or threads
     continues it (`mpiexec -n 4 thermonet resume DIR` a run started on threads, or the reverse).
     """
+    _keep_backend(Path(run_dir))
     from thermonet import parallel
     from thermonet.runner import Run
 
@@ -126,6 +127,18 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
         return run_
 
     _advance(ctx, open_run, True, "")
+
+
+def _keep_backend(run_dir: Path) -> None:
+    """Resume with the matrix-product backend the checkpoint was written with (the two round
+    differently), unless THERMONET_BLAS names one: before any kernel is imported, which fixes
+    the process's backend."""
+    from thermonet.io.checkpoint import recorded_backend
+    from thermonet.kernels import backend
+
+    recorded = recorded_backend(run_dir)
+    if recorded and not backend.chosen():
+        backend.pin(recorded, f"the backend the run's checkpoint was written with ({recorded})")
 
 
 def _fmt(v: float) -> str:
@@ -151,6 +164,9 @@ def info(run_dir: str, as_json: bool) -> None:
                f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
     click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
                f"round trips {s['round_trips']};  restarts {s['restarts']}")
+    if s.get("blas_backend"):
+        reason = f" ({s['blas_reason']})" if s.get("blas_reason") else ""
+        click.echo(f"blas       {s['blas_backend']}{reason}")
     rounds = s.get("ladder_rounds") or []
     warm = s.get("warmup")
     if warm:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +76,11 @@ class Checkpoint:
     thermonet_version : str
     created_utc : str
     blas_backend : str
-    blas_backend : str
         The kernels' BLAS backend of the process that wrote the checkpoint, handed in by the
         writer ("" for checkpoints from before it was recorded).
+    blas_choice : dict
+        How that backend was chosen (:func:`thermonet.kernels.backend.choice`: ``how``,
+        ``reason``, the measured ``rates``); empty for checkpoints from before it was recorded.
     masses_k : ndarray of float64, shape (K, n_params), optional
         Per-rung masses estimated in warm-up (``[ladder] adapt_masses``); None: the
         configuration's masses at every rung.
@@ -100,6 +102,7 @@ class Checkpoint:
     thermonet_version: str = __version__
     created_utc: str = ""
     blas_backend: str = ""
+    blas_choice: dict[str, Any] = field(default_factory=dict)
     masses_k: np.ndarray | None = None
     warmup: dict[str, np.ndarray] | None = None
 
@@ -112,6 +115,7 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
         now = utc_now()
         write_header(
             fh, CHECKPOINT_FORMAT, FORMAT_VERSION, blas_backend=ck.blas_backend,
+            blas_choice=json.dumps(ck.blas_choice, sort_keys=True),
             run_uuid=ck.run_uuid, iteration=np.int64(ck.iteration),
             config_toml=ck.config_toml,
             config_sources=json.dumps(ck.config_sources, sort_keys=True),
@@ -137,6 +141,31 @@ def write_checkpoint(run_dir: Path, ck: Checkpoint) -> Path:
 
     write_h5(path, fill)
     return path
+
+
+def _json_dict(text: Any) -> dict[str, Any]:
+    """A JSON object stored as a string attribute; ``{}`` if absent or not an object (it is
+    provenance, never needed to resume)."""
+    try:
+        value = json.loads(str(text)) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def recorded_backend(path: str | Path) -> str:
+    """The BLAS backend a run directory's checkpoint records, "" if none can be read (cheap: no
+    checksums; :func:`read_checkpoint` checks them when the run is opened)."""
+    import h5py
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / CHECKPOINT
+    try:
+        with h5py.File(path, "r") as fh:
+            return str(fh.attrs.get("blas_backend", ""))
+    except (OSError, ValueError):
+        return ""
 
 
 def recovery(run_dir: Path) -> str:
@@ -192,6 +221,7 @@ def read_checkpoint(path: str | Path, *, check_trace: bool = True) -> Checkpoint
                 thermonet_version=str(fh.attrs["thermonet_version"]),
                 created_utc=str(fh.attrs.get("created_utc", "")),
                 blas_backend=str(fh.attrs.get("blas_backend", "")),
+                blas_choice=_json_dict(fh.attrs.get("blas_choice", "")),
                 masses_k=arrays.get("ladder/masses_k"),
                 warmup=({k: arrays[f"warmup/{k}"] for k in fh["warmup"]}
                         if "warmup" in fh else None),
@@ -217,6 +247,7 @@ __all__ = [
     "SIGNED_FROM",
     "Checkpoint",
     "read_checkpoint",
+    "recorded_backend",
     "recovery",
     "write_checkpoint",
 ]

@@ -1,9 +1,13 @@
-"""Which library the kernels' matrix products use: Intel MKL when it loads, else ``np.dot``.
+"""Which library the kernels' matrix products use: Intel MKL or NumPy's ``np.dot``.
 
-The choice (``THERMONET_BLAS``: ``auto``, ``mkl``, ``numpy``/``openblas``) is made once per
-process, when this module is first imported, and is compiled into the kernels
+``THERMONET_BLAS`` decides: ``mkl``, ``numpy`` (or ``openblas``) force a backend; ``auto`` (the
+default, also when unset) takes the faster one on this machine, measured once and cached
+(:mod:`thermonet.kernels.calibration`); without MKL there is nothing to measure and ``np.dot``
+is used. The choice is made once per process, when :data:`BACKEND` is first read (importing
+:mod:`thermonet.kernels.blas` or any kernel reads it), and is compiled into the kernels
 (:mod:`thermonet.kernels.blas` has the products; :mod:`thermonet.kernels.jit` stamps the cache
-with the backend). This module needs no Numba, so both can import it.
+with the backend). Until then :func:`pin` may fix it, which a resumed run uses to keep its
+checkpoint's backend. This module needs no Numba, so both can import it.
 """
 
 from __future__ import annotations
@@ -13,14 +17,22 @@ import ctypes.util
 import glob
 import os
 import sys
+import threading
+import warnings
+from typing import Any
 
 #: LLVM symbol names of the MKL products (registered when MKL is used)
 SYM_D = "thermonet_blas_dgemm"
 SYM_S = "thermonet_blas_sgemm"
 
-_CHOICES = ("auto", "mkl", "numpy")
+#: values of ``THERMONET_BLAS`` (``openblas`` is accepted for ``numpy``)
+CHOICES = ("auto", "mkl", "numpy")
 _MKL_THREADING_SEQUENTIAL = 1
 _MKL_CBWR_STRICT = 0x10000
+
+_lock = threading.RLock()
+_chosen: dict[str, Any] | None = None   # the process's choice, once made
+_pinned: tuple[str, str] | None = None  # (backend, why) fixed by pin() before the choice
 
 
 def _candidates() -> list[str]:
@@ -37,8 +49,18 @@ def _candidates() -> list[str]:
     return paths
 
 
+_mkl: tuple[ctypes.CDLL | None, str] | None = None
+
+
+def load_mkl() -> tuple[ctypes.CDLL | None, str]:
+    """Load and configure MKL once; return ``(library or None, why not)``."""
+    global _mkl
+    if _mkl is None:
+        _mkl = _load_mkl()
+    return _mkl
+
+
 def _load_mkl() -> tuple[ctypes.CDLL | None, str]:
-    """Load and configure MKL; return ``(library or None, why not)``."""
     tried = _candidates()
     if not tried:
         return None, "MKL is not installed (pip install 'thermonet[mkl]' to use it)"
@@ -62,44 +84,151 @@ def _load_mkl() -> tuple[ctypes.CDLL | None, str]:
             return None, "MKL refused strict reproducibility mode (MKL_CBWR); using np.dot"
         lib.cblas_dgemm  # noqa: B018  (AttributeError if this is not a full MKL)
         lib.cblas_sgemm  # noqa: B018
+        lib.dgemm  # noqa: B018
     except AttributeError as exc:
         return None, f"{path} is not a usable MKL runtime ({exc}); using np.dot"
     return lib, ""
 
 
-def _select() -> tuple[str, str, str]:
-    """Return ``(backend, library path, reason)`` and register the MKL symbols if used."""
+def mkl_version(lib: ctypes.CDLL) -> str:
+    """MKL's version string (``MKL_Get_Version_String``)."""
+    buf = ctypes.create_string_buffer(256)
+    try:
+        lib.MKL_Get_Version_String(buf, ctypes.c_int(len(buf)))
+    except AttributeError:
+        return ""
+    return buf.value.decode(errors="replace").strip()
+
+
+def requested() -> str:
+    """``THERMONET_BLAS`` as one of :data:`CHOICES` (unset: ``auto``); raises RuntimeError
+    with a one-line message for anything else."""
     want = os.environ.get("THERMONET_BLAS", "auto").strip().lower() or "auto"
     if want == "openblas":
         want = "numpy"
-    if want not in _CHOICES:
+    if want not in CHOICES:
         raise RuntimeError(
-            f"THERMONET_BLAS={want!r}; expected one of {', '.join(_CHOICES)} "
-            "(unset it for automatic choice)")
+            f"THERMONET_BLAS={want!r}; expected one of {', '.join(CHOICES)} or openblas "
+            "(unset it for the measured choice)")
+    return want
+
+
+def candidates() -> dict[str, Any]:
+    """The backends that can run here, name -> ``dgemm`` callable (for the measurement)."""
+    from thermonet.kernels import calibration
+
+    out: dict[str, Any] = {"numpy": calibration.numpy_dgemm()}
+    lib, _ = load_mkl()
+    if lib is not None:
+        out["mkl"] = ctypes.cast(lib.dgemm, calibration.DGEMM)
+    return out
+
+
+def calibrate(force: bool = False) -> dict[str, Any]:
+    """The measured choice for this machine (cached; ``force`` measures again), whatever
+    ``THERMONET_BLAS`` says: see :func:`thermonet.kernels.calibration.calibrate`."""
+    from thermonet.kernels import calibration
+
+    lib, _ = load_mkl()
+    names = ("numpy",) if lib is None else ("numpy", "mkl")
+    return calibration.calibrate(names, candidates,
+                                 mkl_version(lib) if lib is not None else "", force=force)
+
+
+def _select() -> dict[str, Any]:
+    """The choice: ``{"backend", "library", "reason", "how", "rates"}``; registers MKL's
+    symbols with LLVM if MKL is chosen."""
+    if _pinned is not None:
+        want, why = _pinned
+        how = "pinned"
+    else:
+        want = requested()
+        why = f"THERMONET_BLAS={want}"
+        how = "override"
+    rates: dict[str, Any] = {}
     if want == "numpy":
-        return "numpy", "", "THERMONET_BLAS=numpy"
-    lib, why = _load_mkl()
+        return {"backend": "numpy", "library": "", "reason": why, "how": how, "rates": rates}
+    lib, why_not = load_mkl()
     if lib is None:
         if want == "mkl":
-            raise RuntimeError(f"THERMONET_BLAS=mkl but {why}; install the 'mkl' package or "
+            raise RuntimeError(f"{why} but {why_not}; install the 'mkl' package or "
                                "unset THERMONET_BLAS")
-        return "numpy", "", why
+        return {"backend": "numpy", "library": "", "reason": why_not, "how": "only candidate",
+                "rates": rates}
+    if want == "auto":
+        from thermonet.kernels import calibration
+
+        try:
+            record = calibrate()
+        except Exception as err:     # a measurement that fails must not stop the kernels
+            why = f"the measurement failed ({type(err).__name__}: {err}); using np.dot"
+            warnings.warn(why, RuntimeWarning, stacklevel=2)
+            return {"backend": "numpy", "library": "", "reason": why, "how": "fallback",
+                    "rates": rates}
+        want, how, rates = record["backend"], record["how"], record["rates"]
+        why = (f"{'measured' if how == 'measured' else 'measured earlier'} on this machine: "
+               f"{calibration.describe(record)} on the M(3) block products")
+    if want == "numpy":
+        return {"backend": "numpy", "library": "", "reason": why, "how": how, "rates": rates}
     import llvmlite.binding as llb
 
     llb.add_symbol(SYM_D, ctypes.cast(lib.cblas_dgemm, ctypes.c_void_p).value)
     llb.add_symbol(SYM_S, ctypes.cast(lib.cblas_sgemm, ctypes.c_void_p).value)
-    return "mkl", lib._name, ""
+    return {"backend": "mkl", "library": lib._name, "reason": why, "how": how, "rates": rates}
 
 
-#: ``"mkl"`` or ``"numpy"``: the backend of the kernels' matrix products in this process
-BACKEND, LIBRARY, REASON = _select()
+def choice() -> dict[str, Any]:
+    """The process's choice (made on the first call): ``backend`` (``"mkl"`` or
+    ``"numpy"``), ``library`` (MKL's path or ""), ``reason`` (one line: why), ``how``
+    (``measured``, ``cached``, ``override``, ``pinned``, ``only candidate`` or ``fallback``)
+    and ``rates``
+    (the measurement behind an automatic choice, else empty)."""
+    global _chosen
+    with _lock:
+        if _chosen is None:
+            _chosen = _select()
+        return dict(_chosen)
+
+
+def chosen() -> bool:
+    """Whether the process's backend is fixed already (kernels imported or :func:`choice`
+    called)."""
+    return _chosen is not None
+
+
+def pin(backend: str, why: str) -> bool:
+    """Use ``backend`` in this process if nothing has chosen one yet and ``THERMONET_BLAS``
+    asks for ``auto``; returns whether the process now uses ``backend``."""
+    global _pinned
+    if backend not in ("mkl", "numpy"):
+        return False
+    try:
+        auto = requested() == "auto"
+    except RuntimeError:
+        return False                  # the one-line error comes when the kernels load
+    with _lock:
+        if _chosen is None and auto and (backend == "numpy" or load_mkl()[0] is not None):
+            _pinned = (backend, why)
+    return choice()["backend"] == backend
 
 
 def info() -> dict[str, str]:
-    """The backend in use, its library and why MKL is not used (benchmarks print this)."""
-    out = {"blas_backend": BACKEND}
-    if LIBRARY:
-        out["blas_library"] = LIBRARY
-    if REASON:
-        out["blas_note"] = REASON
+    """The backend in use, its library and why (benchmarks and ``thermonet`` print this)."""
+    c = choice()
+    out = {"blas_backend": c["backend"]}
+    if c["library"]:
+        out["blas_library"] = c["library"]
+    if c["reason"]:
+        out["blas_note"] = c["reason"]
     return out
+
+
+def __getattr__(name: str) -> Any:
+    # BACKEND, LIBRARY and REASON are read, not computed, at import: the choice may measure
+    if name == "BACKEND":
+        return choice()["backend"]
+    if name == "LIBRARY":
+        return choice()["library"]
+    if name == "REASON":
+        return choice()["reason"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

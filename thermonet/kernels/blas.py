@@ -1,11 +1,13 @@
-"""The matrix products of the kernels: Intel MKL when it is installed, else NumPy's ``np.dot``.
+"""The matrix products of the kernels: Intel MKL or NumPy's ``np.dot``, whichever is faster here.
 
 On the skinny shapes of the MLP kernels ((rows x 256)(256 x 40), the 40 x 40 layers) MKL's
 ``dgemm`` can be faster than the OpenBLAS that Numba's ``np.dot`` calls, or slower, depending on
-the CPU (docs/performance.md), and the products are most of a gradient's cost. So:
+the CPU (docs/performance.md), and the products are most of a gradient's cost. So
+(:mod:`thermonet.kernels.backend`):
 
-* ``THERMONET_BLAS=auto`` (the default): use MKL if ``libmkl_rt`` can be loaded (``pip install
-  thermonet[mkl]``, i.e. the ``mkl`` wheel from PyPI), else ``np.dot``.
+* ``THERMONET_BLAS=auto`` (the default): if MKL can be loaded (``pip install thermonet[mkl]``,
+  i.e. the ``mkl`` wheel from PyPI), the faster of the two on this machine, measured once on the
+  kernels' own products and cached (:mod:`thermonet.kernels.calibration`); else ``np.dot``.
 * ``THERMONET_BLAS=mkl``: use MKL; importing the kernels fails with a one-line message if it
   cannot be loaded.
 * ``THERMONET_BLAS=numpy`` (or ``openblas``): always ``np.dot`` (SciPy's OpenBLAS under Numba).
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import types
+from numba.extending import overload
 
 from thermonet.kernels.backend import BACKEND, LIBRARY, REASON, SYM_D, SYM_S, info
 from thermonet.kernels.jit import kernel
@@ -67,12 +70,16 @@ def _gemm_numpy(ta, tb, a, b, c):
 
 
 @kernel
-def _gemm_mkl(ta, tb, a, b, c):
+def _unit_strides(a, b, c):
     s = c.itemsize
-    if a.strides[1] != s or b.strides[1] != s or c.strides[1] != s \
-            or a.strides[0] % s or b.strides[0] % s or c.strides[0] % s:
-        _gemm_numpy(ta, tb, a, b, c)
-        return
+    return not (a.strides[1] != s or b.strides[1] != s or c.strides[1] != s
+                or a.strides[0] % s or b.strides[0] % s or c.strides[0] % s)
+
+
+@kernel
+def _mkl_product(ta, tb, a, b, c):
+    """``c = op(a) @ op(b)`` by MKL, for operands with unit stride along their last axis."""
+    s = c.itemsize
     m, n = c.shape
     k = a.shape[0] if ta else a.shape[1]
     if m == 0 or n == 0:
@@ -94,6 +101,32 @@ def _gemm_mkl(ta, tb, a, b, c):
 
 
 @kernel
+def _mkl_or_numpy(ta, tb, a, b, c):
+    if _unit_strides(a, b, c):
+        _mkl_product(ta, tb, a, b, c)
+    else:
+        _gemm_numpy(ta, tb, a, b, c)
+
+
+def _mkl_by_layout(ta, tb, a, b, c):
+    """Resolved when a kernel is compiled (below): C-contiguous operands, which is what the
+    kernels pass, go straight to MKL, so the ``np.dot`` fallback for strided operands is not
+    compiled into them (about a second of a cold start, docs/performance.md)."""
+
+
+@overload(_mkl_by_layout)
+def _mkl_by_layout_typed(ta, tb, a, b, c):
+    if all(getattr(x, "layout", "") == "C" for x in (a, b, c)):
+        return lambda ta, tb, a, b, c: _mkl_product(ta, tb, a, b, c)
+    return lambda ta, tb, a, b, c: _mkl_or_numpy(ta, tb, a, b, c)
+
+
+@kernel
+def _gemm_mkl(ta, tb, a, b, c):
+    _mkl_by_layout(ta, tb, a, b, c)
+
+
+@kernel
 def _gemm_acc_numpy(ta, tb, a, b, c, alpha):
     t = np.empty(c.shape, a.dtype)
     _gemm_numpy(ta, tb, a, b, t)
@@ -104,19 +137,41 @@ def _gemm_acc_numpy(ta, tb, a, b, c, alpha):
 
 
 @kernel
-def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
+def _mkl_acc(ta, tb, a, b, c, alpha):
+    """``c += alpha * op(a) @ op(b)`` by MKL (float64, unit stride along the last axis)."""
     s = c.itemsize
     m, n = c.shape
     k = a.shape[0] if ta else a.shape[1]
     if m == 0 or n == 0 or k == 0:
         return                      # an empty product adds nothing
-    if s != 8 or a.strides[1] != s or b.strides[1] != s or c.strides[1] != s \
-            or a.strides[0] % s or b.strides[0] % s or c.strides[0] % s:
-        _gemm_acc_numpy(ta, tb, a, b, c, alpha)
-        return
     _dgemm(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k,
            alpha, a.ctypes.data, a.strides[0] // s, b.ctypes.data, b.strides[0] // s, 1.0,
            c.ctypes.data, c.strides[0] // s)
+
+
+@kernel
+def _mkl_acc_or_numpy(ta, tb, a, b, c, alpha):
+    if c.itemsize == 8 and _unit_strides(a, b, c):
+        _mkl_acc(ta, tb, a, b, c, alpha)
+    else:
+        _gemm_acc_numpy(ta, tb, a, b, c, alpha)
+
+
+def _mkl_acc_by_layout(ta, tb, a, b, c, alpha):
+    """As :func:`_mkl_by_layout`, for :func:`gemm_acc` (float64 only goes to MKL)."""
+
+
+@overload(_mkl_acc_by_layout)
+def _mkl_acc_by_layout_typed(ta, tb, a, b, c, alpha):
+    if all(getattr(x, "layout", "") == "C" and getattr(x, "dtype", None) == types.float64
+           for x in (a, b, c)):
+        return lambda ta, tb, a, b, c, alpha: _mkl_acc(ta, tb, a, b, c, alpha)
+    return lambda ta, tb, a, b, c, alpha: _mkl_acc_or_numpy(ta, tb, a, b, c, alpha)
+
+
+@kernel
+def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
+    _mkl_acc_by_layout(ta, tb, a, b, c, alpha)
 
 
 #: ``gemm(ta, tb, a, b, c)``: ``c = op(a) @ op(b)`` with ``op(x) = x.T if t else x``, for

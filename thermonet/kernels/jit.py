@@ -29,7 +29,7 @@ from typing import Any
 import numba
 from numba import prange
 
-from thermonet.kernels.backend import BACKEND
+from thermonet.kernels import backend
 
 #: fastmath flags that keep NaN/inf semantics.
 SAFE_FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
@@ -45,7 +45,7 @@ def _dependency_dirs() -> list[str]:
 
 def _dependency_hash(own_file: str) -> bytes:
     h = hashlib.sha256()
-    h.update(BACKEND.encode())
+    h.update(backend.BACKEND.encode())   # read here: choosing it may measure (backend.py)
     files = {os.path.abspath(own_file)}
     for d in _dependency_dirs():
         if os.path.isdir(d):

@@ -44,6 +44,7 @@ from thermonet.runner.components import (
     EXTENDABLE,
     Components,
     blas_backend,
+    blas_choice,
     build,
     initial_state,
     restore_streams,
@@ -150,6 +151,7 @@ class Run:
                 streams = engine.make_streams(cfg["run"]["seed"])
                 log.info("initialising %d replica(s) of %s on %s", engine.n_slots,
                          components.arch.describe(), cfg["data"]["name"])
+                log.info("matrix products: %s (%s)", blas_backend(), blas_choice()["reason"])
                 state = initial_state(components, streams)
                 counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
         except interrupt.RunInterrupted as err:
@@ -243,7 +245,9 @@ class Run:
         if ck.blas_backend and ck.blas_backend != now:
             log.warning("the checkpoint was written with BLAS backend %r and this process uses "
                         "%r: the continuation is statistically equivalent but will not repeat "
-                        "an uninterrupted run bit for bit (set THERMONET_BLAS=%s to match)",
+                        "an uninterrupted run bit for bit (`thermonet resume` keeps the "
+                        "checkpoint's backend unless THERMONET_BLAS is set; set "
+                        "THERMONET_BLAS=%s to match)",
                         ck.blas_backend, now, ck.blas_backend)
         state = REState(slots, np.asarray(ck.replica_k, dtype=np.int64))
         run = cls(run_dir, components, state, streams, ck.iteration, ck.run_uuid, ck.counters,
@@ -276,7 +280,7 @@ class Run:
                         for generator in self.streams.all()],
             slots=stack_slots(self.state.slots), replica_k=self.state.replica_k,
             temperatures=self.components.engine.ladder.temperature_k, counters=self.counters,
-            created_utc=self.created, blas_backend=blas_backend(),
+            created_utc=self.created, blas_backend=blas_backend(), blas_choice=blas_choice(),
             masses_k=(None if self.components.engine.masses_k is None
                       else np.stack(self.components.engine.masses_k)),
             warmup=None if warm is None else dict(warm.sums))

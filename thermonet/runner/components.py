@@ -135,6 +135,14 @@ def blas_backend() -> str:
     return str(blas.BACKEND)
 
 
+def blas_choice() -> dict[str, Any]:
+    """How this process's BLAS backend was chosen (recorded in checkpoints beside it)."""
+    from thermonet.kernels import backend
+
+    choice = backend.choice()
+    return {key: choice[key] for key in ("how", "reason", "rates")}
+
+
 def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
                   workers: int | None, executor: str | None = None
                   ) -> tuple[cfgmod.RunConfig, bool]:
@@ -205,6 +213,6 @@ def warm_up_plan(components: Components) -> WarmUp:
                   mass_iterations=lad["adapt_masses"], adapt_factor=cfg["run"]["adapt_factor"])
 
 
-__all__ = ["EXTENDABLE", "Components", "blas_backend", "build",
+__all__ = ["EXTENDABLE", "Components", "blas_backend", "blas_choice", "build",
            "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots",
            "warm_up_plan"]

@@ -1,0 +1,141 @@
+#!/usr/bin/env python
+"""Does the ~0.5 s calibration pick the same matrix-product backend as the full benchmark?
+
+Usage::
+
+    python benchmarks/bench_calibration.py                 # N = 500, 5000; 1 and 2 threads
+    python benchmarks/bench_calibration.py --quick         # N = 500 only, 3 rounds
+
+1. The calibration itself (``thermonet.kernels.calibration.measure``, what a first run does),
+   repeated ``--repeats`` times in this process: the time of one 128-row block of the M(3)
+   products for each backend, the ratio and the choice.
+2. The full M(3) float64 energy+gradient (``bench_mlp.py``'s thermonet worker) with each
+   backend forced by ``THERMONET_BLAS``, in interleaved rounds, best round; 1-thread workers
+   pinned to one CPU, as in ``bench_mlp.py``.
+3. For every (N, threads): which backend the full measurement finds faster, the ratio, and
+   whether the calibration chose it.
+
+Without MKL there is nothing to choose and the script says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+from bench_mlp import Worker
+from harness import cpu_flags, cpu_model, versions
+
+
+def calibration_table(repeats: int) -> list[dict]:
+    from thermonet.kernels import backend, calibration
+
+    dgemms = backend.candidates()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        rates = calibration.measure(dgemms)
+        out.append({"rates": rates, "choice": calibration.choose(rates),
+                    "seconds": time.perf_counter() - t0})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", default=None, help="comma-separated N (default 500,5000)")
+    ap.add_argument("--rounds", type=int, default=None, help="timing rounds (default 7)")
+    ap.add_argument("--repeats", type=int, default=3, help="calibrations to run")
+    ap.add_argument("--no-pin", dest="pin", action="store_false")
+    args = ap.parse_args(argv)
+    args.sizes = [int(s) for s in (args.sizes or ("500" if args.quick else "500,5000"))
+                  .split(",")]
+    rounds = args.rounds or (3 if args.quick else 7)
+    min_time = 0.15 if args.quick else 0.3
+
+    import thermonet.kernels
+
+    thermonet.kernels.configure()
+    from thermonet.kernels import backend
+
+    ver = versions()
+    flags = cpu_flags()
+    print("calibration against the full M(3) benchmark")
+    print(f"machine : {cpu_model()} (LLVM: {ver.get('llvm_cpu')}); {os.cpu_count()} logical "
+          f"CPUs; AVX2: {'avx2' in flags}; AVX-512F: {'avx512f' in flags}; {platform.system()} "
+          f"{platform.release()}")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in ver.items()
+                                   if v is not None and k != "llvm_cpu"))
+    lib, why = backend.load_mkl()
+    if lib is None:
+        print(f"only np.dot can run here ({why}): nothing to choose")
+        return 0
+    print(f"MKL     : {backend.mkl_version(lib)}")
+    print()
+
+    cal = calibration_table(args.repeats)
+    print("1. calibration (one 128-row block of M(3) products, 1 thread, fastest round)")
+    print(f"{'run':>4} {'numpy us':>9} {'mkl us':>8} {'numpy/mkl rate':>15} {'choice':>7} "
+          f"{'seconds':>8}")
+    for i, c in enumerate(cal):
+        r = c["rates"]
+        print(f"{i + 1:>4} {r['numpy']['us_per_block']:>9.1f} {r['mkl']['us_per_block']:>8.1f} "
+              f"{r['mkl']['us_per_block'] / r['numpy']['us_per_block']:>15.3f} "
+              f"{c['choice']:>7} {c['seconds']:>8.2f}")
+    print(flush=True)
+
+    ns = argparse.Namespace(sizes=args.sizes, pin=args.pin)
+    specs = [(b, t) for t in (1, 2) for b in ("numpy", "mkl")]
+    workers = {}
+    for b, t in specs:
+        w = Worker(f"{b}/{t}", "thermonet", ns, t, ["--dtype", "float64"],
+                   {"THERMONET_BLAS": b})
+        if w.wait_ready():
+            workers[(b, t)] = w
+        else:
+            print(f"  {w.label}: failed to start: {w.error}", file=sys.stderr)
+    best: dict = {}
+    try:
+        for r in range(rounds):
+            print(f"round {r + 1}/{rounds} ...", flush=True)
+            for key in list(workers)[r % len(workers):] + list(workers)[:r % len(workers)]:
+                for n in workers[key].keys:
+                    m = workers[key].time(n, min_time)
+                    k = (*key, int(n))
+                    if m["rate"] > best.get(k, {"rate": 0.0})["rate"]:
+                        best[k] = m
+    finally:
+        for w in workers.values():
+            w.close()
+
+    print("\n2. full M(3) float64 energy+gradient, evals/s (best round; other = cores used by "
+          "other processes)")
+    print(f"{'N':>5} {'thr':>3} {'numpy':>9} {'mkl':>9} {'numpy/mkl':>10} {'faster':>7} "
+          f"{'calibration':>12} {'same':>5} {'other':>6}")
+    cal_choice = cal[-1]["choice"]
+    cal_ratio = (cal[-1]["rates"]["mkl"]["us_per_block"]
+                 / cal[-1]["rates"]["numpy"]["us_per_block"])
+    agree = True
+    for n in args.sizes:
+        for t in (1, 2):
+            a, b = best.get(("numpy", t, n)), best.get(("mkl", t, n))
+            if not a or not b:
+                continue
+            faster = "numpy" if a["rate"] > b["rate"] else "mkl"
+            same = faster == cal_choice
+            agree &= same
+            other = max(a.get("other") or 0.0, b.get("other") or 0.0)
+            print(f"{n:>5} {t:>3} {a['rate']:>9.1f} {b['rate']:>9.1f} "
+                  f"{a['rate'] / b['rate']:>10.3f} {faster:>7} {cal_choice:>12} "
+                  f"{'yes' if same else 'NO':>5} {other:>6.2f}")
+    print(f"\ncalibration ratio numpy/mkl (block products, last run): {cal_ratio:.3f}; "
+          f"the calibration's choice {'matches' if agree else 'DOES NOT match'} the full "
+          "benchmark's winner in every configuration above")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

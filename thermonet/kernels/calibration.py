@@ -1,0 +1,323 @@
+"""Which matrix-product library is fastest here: a short measurement on the kernels' own
+products, cached per machine.
+
+The MLP kernels spend most of a gradient in 11 matrix products per block of 128 rows (for
+M(3): the 256 -> 40 input layer, the 40 x 40 layers, the 40 -> 10 output layer, forward and
+backward). Which library does those fastest depends on the CPU: Intel MKL was 1.2-1.9x faster
+than OpenBLAS on an Intel Xeon (AVX-512), OpenBLAS 1.3x faster than MKL on an AMD EPYC
+(docs/performance.md). So, unless ``THERMONET_BLAS`` names a backend, the first process on a
+machine times exactly those products, in the layouts each backend's kernels use, and keeps the
+faster backend:
+
+* each candidate's ``dgemm`` is called through ``ctypes`` with the same arguments (for
+  ``numpy``, the SciPy OpenBLAS function Numba's ``np.dot`` calls; for ``mkl``, MKL in the
+  sequential, strict-reproducibility mode the kernels use), one thread, on fixed operands;
+* the candidates are timed in interleaved rounds for about half a second; each candidate's
+  figure is its fastest round (a shared machine only ever adds time);
+* the winner is the fastest, except that MKL must beat ``np.dot`` by more than
+  :data:`MARGIN` (a tie keeps the backend that needs no extra library).
+
+The per-call ``ctypes`` overhead (about a microsecond) is the same for both candidates, so it
+cannot change which is faster; the rates printed include it.
+
+The choice is written to ``calibration.json`` in thermonet's cache directory
+(:func:`cache_dir`), under a key made of the CPU (model, LLVM name, AVX2/AVX-512F/FMA), the
+number of CPUs, and the versions of NumPy, SciPy, Numba, MKL and thermonet: a new CPU or a new
+library is measured again. A cache file that cannot be read is measured again with a warning;
+one that cannot be written leaves the choice to this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+#: version of the cache file's layout (a new one is measured again)
+SCHEMA = 1
+#: file name of the cache in :func:`cache_dir`
+CACHE_FILE = "calibration.json"
+#: MKL is chosen only if it is faster than ``np.dot`` by more than this fraction
+MARGIN = 0.02
+#: rows per block (``DEFAULT_BLOCK`` of :class:`thermonet.architectures.mlp.MLP`)
+ROWS = 128
+#: the network the products are taken from: M(3)
+WIDTHS = (256, 40, 40, 40, 10)
+#: seconds of interleaved timing rounds (after one warm-up round)
+BUDGET_S = 0.5
+
+_CANDIDATE_ORDER = ("numpy", "mkl")
+
+
+def products(backend: str, widths: tuple[int, ...] = WIDTHS,
+             rows: int = ROWS) -> list[tuple[bool, bool, int, int, int]]:
+    """The products of one block, ``(ta, tb, m, n, k)`` with ``C[m, n] = op(A) @ op(B)``
+    (row-major operands, as in :func:`thermonet.kernels.mlp.block_loss_and_grad`).
+
+    With ``numpy`` the forward products of the layers above the first use a transposed copy of
+    the weights (``tb`` false), as the kernels do for that backend.
+    """
+    out = []
+    n_layers = len(widths) - 1
+    for layer in range(n_layers):               # forward: z = a_prev @ W.T
+        n_in, n_out = widths[layer], widths[layer + 1]
+        out.append((False, layer == 0 or backend != "numpy", rows, n_out, n_in))
+    for layer in range(n_layers - 1, -1, -1):   # backward
+        n_in, n_out = widths[layer], widths[layer + 1]
+        out.append((True, False, n_out, n_in, rows))      # dW = dz.T @ a_prev
+        if layer > 0:
+            out.append((False, False, rows, n_in, n_out))  # da = dz @ W
+    return out
+
+
+def flops(prods: list[tuple[bool, bool, int, int, int]]) -> int:
+    """Floating-point operations of a list of products (2 m n k each)."""
+    return sum(2 * m * n * k for _, _, m, n, k in prods)
+
+
+# the candidates' dgemm (Fortran interface: every argument by reference)
+
+_c_int_p = ctypes.POINTER(ctypes.c_int)
+_c_dbl_p = ctypes.POINTER(ctypes.c_double)
+DGEMM = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, _c_int_p, _c_int_p, _c_int_p,
+                          _c_dbl_p, ctypes.c_void_p, _c_int_p, ctypes.c_void_p, _c_int_p,
+                          _c_dbl_p, ctypes.c_void_p, _c_int_p)
+
+
+def numpy_dgemm() -> Any:
+    """SciPy's ``dgemm``: the function Numba's ``np.dot`` calls for float64 products."""
+    import scipy.linalg.cython_blas as cython_blas
+
+    capsule = cython_blas.__pyx_capi__["dgemm"]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype = ctypes.c_char_p
+    get_name.argtypes = [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return DGEMM(get_pointer(capsule, get_name(capsule)))
+
+
+def block_calls(dgemm: Any, prods: list[tuple[bool, bool, int, int, int]],
+           rng: np.random.Generator) -> tuple[list[tuple[Any, ...]], list[np.ndarray]]:
+    """Argument tuples of ``dgemm`` for ``prods`` on fixed random operands (kept alive)."""
+    keep: list[np.ndarray] = []
+    calls = []
+    one, zero = ctypes.c_double(1.0), ctypes.c_double(0.0)
+    for ta, tb, m, n, k in prods:
+        a = rng.standard_normal((k, m) if ta else (m, k))
+        b = rng.standard_normal((n, k) if tb else (k, n))
+        c = np.empty((m, n))
+        keep += [a, b, c]
+        # row-major C = op(A) op(B) is column-major C.T = op(B).T op(A).T
+        calls.append((b"T" if tb else b"N", b"T" if ta else b"N", ctypes.byref(ctypes.c_int(n)),
+                      ctypes.byref(ctypes.c_int(m)), ctypes.byref(ctypes.c_int(k)),
+                      ctypes.byref(one), b.ctypes.data, ctypes.byref(ctypes.c_int(b.shape[1])),
+                      a.ctypes.data, ctypes.byref(ctypes.c_int(a.shape[1])),
+                      ctypes.byref(zero), c.ctypes.data, ctypes.byref(ctypes.c_int(n))))
+    return [(dgemm, *args) for args in calls], keep
+
+
+def _block_seconds(calls: list[tuple[Any, ...]], reps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        for f, *args in calls:
+            f(*args)
+    return (time.perf_counter() - t0) / reps
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """The kernels run each product on one thread (:mod:`thermonet.kernels.threads`)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def measure(dgemms: dict[str, Any], budget_s: float = BUDGET_S) -> dict[str, dict[str, float]]:
+    """Time one block's products with each ``dgemm`` in ``dgemms`` (name -> function).
+
+    Returns name -> ``{"us_per_block", "gflops", "rounds"}``: the fastest round of each
+    candidate, rounds interleaved over about ``budget_s`` seconds.
+    """
+    rng = np.random.default_rng(0)
+    setups = {name: block_calls(f, products(name), rng) for name, f in dgemms.items()}
+    best = dict.fromkeys(setups, float("inf"))
+    rounds = 0
+    with _one_blas_thread():
+        for calls, _ in setups.values():         # warm-up: page in code and operands
+            _block_seconds(calls, 3)
+        reps = max(1, int(2e-3 / max(min(_block_seconds(c, 1) for c, _ in setups.values()),
+                                     1e-7)))
+        t_end = time.perf_counter() + budget_s
+        while rounds < 5 or time.perf_counter() < t_end:
+            for name, (calls, _) in setups.items():
+                best[name] = min(best[name], _block_seconds(calls, reps))
+            rounds += 1
+    return {name: {"us_per_block": best[name] * 1e6,
+                   "gflops": flops(products(name)) / best[name] / 1e9, "rounds": rounds}
+            for name in setups}
+
+
+def choose(rates: dict[str, dict[str, float]]) -> str:
+    """The backend to use given :func:`measure`'s rates (see :data:`MARGIN`)."""
+    if "mkl" in rates and "numpy" in rates:
+        mkl, ref = rates["mkl"]["us_per_block"], rates["numpy"]["us_per_block"]
+        return "mkl" if mkl < ref * (1.0 - MARGIN) else "numpy"
+    return next(iter(rates))
+
+
+# the per-machine cache
+
+def cache_dir() -> str:
+    """The cache directory: ``THERMONET_CACHE_DIR``, else the platform's user cache
+    (``$XDG_CACHE_HOME/thermonet``, by default ``~/.cache/thermonet``, on Linux;
+    ``~/Library/Caches/thermonet`` on macOS; ``LOCALAPPDATA/thermonet/Cache`` on Windows)."""
+    env = os.environ.get("THERMONET_CACHE_DIR")
+    if env:
+        return env
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+        return os.path.join(base, "thermonet", "Cache")
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/thermonet")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "thermonet")
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8",
+                                            errors="replace") as fh:
+        for line in fh:
+            if line.startswith(("model name", "Model", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def machine_key(mkl_version: str = "") -> dict[str, Any]:
+    """What the measurement depends on: CPU, CPU count and library versions."""
+    try:
+        import llvmlite.binding as llb
+
+        features = llb.get_host_cpu_features()
+        cpu_name = str(llb.get_host_cpu_name())
+        flags = {f: bool(features.get(f)) for f in ("avx2", "avx512f", "fma")}
+    except Exception:
+        cpu_name, flags = "", {}
+    try:
+        n_cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n_cpus = os.cpu_count() or 1
+    return {"schema": SCHEMA, "cpu_model": _cpu_model(), "cpu_name": cpu_name, **flags,
+            "n_cpus": n_cpus, "python": platform.python_version(), "numpy": np.__version__,
+            "scipy": _version("scipy"), "numba": _version("numba"),
+            "mkl": mkl_version or _version("mkl"), "thermonet": _version("thermonet")}
+
+
+def key_id(key: dict[str, Any]) -> str:
+    """A short stable name for a :func:`machine_key`."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_cache(path: str) -> dict[str, Any]:
+    """The cache's entries (key id -> record); ``{}`` if there is none. A file that is not a
+    thermonet calibration cache raises ValueError (the caller warns and measures again)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is unreadable ({err})") from None
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(entries, dict) or any(
+            not isinstance(v, dict) or v.get("backend") not in _CANDIDATE_ORDER
+            for v in entries.values()):
+        raise ValueError(f"{path} is not a thermonet calibration cache")
+    return entries
+
+
+def write_cache(path: str, entries: dict[str, Any]) -> None:
+    """Replace the cache file atomically (concurrent writers: the last one wins)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".calibration-", suffix=".thermonet-tmp",
+                               dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"schema": SCHEMA, "entries": entries}, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
+              mkl_version: str = "", *, force: bool = False) -> dict[str, Any]:
+    """The cached record for this machine, or a new measurement (``force``: always measure).
+
+    ``names`` are the candidates that can run here; ``dgemms()`` gives their functions (only
+    called to measure: finding SciPy's ``dgemm`` imports ``scipy.linalg``, most of a second).
+    Returns ``{"backend", "how", "key", "rates", "measured_utc"}``; ``how`` is ``"measured"``
+    or ``"cached"``.
+    """
+    key = machine_key(mkl_version)
+    kid = key_id(key)
+    path = os.path.join(cache_dir(), CACHE_FILE)
+    try:
+        entries = read_cache(path)
+    except ValueError as err:
+        warnings.warn(f"{err}; measuring the matrix-product backends again and replacing it",
+                      RuntimeWarning, stacklevel=2)
+        entries = {}
+    record = entries.get(kid)
+    if (not force and record is not None and record.get("key") == key
+            and set(record.get("rates", {})) == set(names)):
+        return {**record, "how": "cached"}
+    rates = measure(dgemms())
+    record = {"backend": choose(rates), "key": key, "rates": rates,
+              "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    entries[kid] = record
+    try:
+        write_cache(path, entries)
+    except OSError as err:
+        warnings.warn(f"could not write the calibration cache {path} ({err}); the choice "
+                      "holds for this process only (set THERMONET_CACHE_DIR to a writable "
+                      "directory)", RuntimeWarning, stacklevel=2)
+    return {**record, "how": "measured"}
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line: the rates behind a choice, e.g. ``numpy 48.1, mkl 37.0 GFLOP/s``."""
+    rates = record.get("rates") or {}
+    return ", ".join(f"{name} {r['gflops']:.1f}" for name, r in
+                     sorted(rates.items(), key=lambda kv: -kv[1]["gflops"])) + " GFLOP/s"
+
+
+__all__ = ["BUDGET_S", "CACHE_FILE", "DGEMM", "MARGIN", "ROWS", "SCHEMA", "WIDTHS",
+           "block_calls", "cache_dir", "calibrate", "choose", "describe", "flops", "key_id",
+           "machine_key", "measure", "numpy_dgemm", "products", "read_cache", "write_cache"]
