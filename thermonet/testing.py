@@ -271,7 +271,8 @@ def check(role: str, cls: Any) -> None:
     """Run the check of ``role`` (``sampler``, ``minimiser``, ``architecture``,
     ``integrator``) on ``cls`` with its default settings (``thermonet plugins --check``).
 
-    An architecture whose ``potential()`` needs data is bound to the embedded D50 training set.
+    An architecture whose ``potential()`` needs data is bound to the training set its
+    ``example_data`` names (the embedded D50 by default).
     """
     if role == "sampler":
         check_sampler(cls)
@@ -282,9 +283,9 @@ def check(role: str, cls: Any) -> None:
         try:
             cls().potential()
         except Exception:
-            from thermonet.data import load_dataset
+            from thermonet.data import load_data
 
-            data = load_dataset("D50")
+            data = load_data(getattr(cls, "example_data", "D50"), test="official").train
         check_architecture(cls, data=data)
     elif role == "integrator":
         from thermonet.api import Integrator

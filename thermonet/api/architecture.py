@@ -34,6 +34,10 @@ class Architecture(abc.ABC):
     uses_data : bool
         True (default) if :meth:`potential` binds a data set; False for data-free targets,
         for which a configuration naming data is refused.
+    example_data : str
+        The data set (a :func:`thermonet.data.load_data` name) that the plugin checker
+        (``thermonet plugins --check``) binds :meth:`potential` to: "D50" (default) for
+        classifiers of MNIST digits, e.g. "robot-arm" for a regression model of two inputs.
     """
 
     name: ClassVar[str] = ""
@@ -41,6 +45,8 @@ class Architecture(abc.ABC):
     default_prior_scale: ClassVar[float] = 100.0
     #: False for data-free targets (analytic potentials): a run with data is refused
     uses_data: ClassVar[bool] = True
+    #: the data set the plugin checker binds potential() to
+    example_data: ClassVar[str] = "D50"
 
     @property
     @abc.abstractmethod

@@ -204,6 +204,7 @@ class RegressionMLP(Architecture):
     """
 
     name: ClassVar[str] = "mlp-regression"
+    example_data: ClassVar[str] = "robot-arm"
 
     def __init__(self, n_inputs: int = 2, hidden: Sequence[int] = (16,), n_outputs: int = 2,
                  hidden_activation: str = "tanh", noise_std: float | None = None,

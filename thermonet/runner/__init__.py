@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from thermonet.runner.components import (
     unstack_slots,
     warm_up_plan,
 )
+from thermonet.runner.progress import FROZEN_WINDOW, RunProgress
 from thermonet.runner.runlog import attach_log, detach_log
 from thermonet.tempering import Ladder, REInfo, REState, Streams
 from thermonet.tempering.warmup import WarmUpState
@@ -63,21 +64,6 @@ log = logging.getLogger("thermonet.run")
 INFO_AXES: dict[str, str] = REInfo.axes()
 
 
-class RunProgress(NamedTuple):
-    """What :meth:`Run.run` reports to its progress callback after every iteration."""
-
-    iteration: int            #: iterations done
-    total: int                #: ``run.n_iterations``
-    start: int                #: the iteration this call of :meth:`Run.run` started from
-    acceptance: float         #: fraction of accepted transitions since ``start``
-    swap_acceptance: float    #: fraction of accepted swaps since ``start``
-    energy: float             #: E at the coldest slot
-    #: sampled slots that accepted no transition in the last :data:`FROZEN_WINDOW` iterations
-    frozen: tuple[int, ...] = ()
-
-
-#: iterations over which a slot that accepts nothing is reported as frozen in the progress
-FROZEN_WINDOW = 20
 
 # --- the run ------------------------------------------------------------------------------------
 

@@ -1,0 +1,25 @@
+"""What a run reports to its progress callback after every iteration."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class RunProgress(NamedTuple):
+    """What :meth:`Run.run` reports to its progress callback after every iteration."""
+
+    iteration: int            #: iterations done
+    total: int                #: ``run.n_iterations``
+    start: int                #: the iteration this call of :meth:`Run.run` started from
+    acceptance: float         #: fraction of accepted transitions since ``start``
+    swap_acceptance: float    #: fraction of accepted swaps since ``start``
+    energy: float             #: E at the coldest slot
+    #: sampled slots that accepted no transition in the last :data:`FROZEN_WINDOW` iterations
+    frozen: tuple[int, ...] = ()
+
+
+#: iterations over which a slot that accepts nothing is reported as frozen in the progress
+FROZEN_WINDOW = 20
+
+
+__all__ = ["FROZEN_WINDOW", "RunProgress"]
