@@ -142,6 +142,40 @@ def test_mpi_run_is_bit_identical_to_threads(mpiexec, straight, tmp_path, ranks,
         "it000000001-000000002.h5", "it000000003-000000004.h5", "it000000005-000000006.h5"]
 
 
+#: the short run on the recommended scheme: prior rung, deo, ladder rounds and the step-size
+#: re-tune along the chain (with swap sweeps between its transitions), then production
+NRPT = {"sampler.adapt_method": "chain", "sampler.warmup_transitions": 6,
+        "sampler.wall": "reflect", "ladder.prior_rung": True, "ladder.swap_scheme": "deo",
+        "ladder.adapt_rounds": 2, "ladder.adapt_round_length": 2, "run.adapt_every": 0}
+
+
+@pytest.mark.mpi
+def test_mpi_warm_up_and_nrpt_are_bit_identical_to_threads(mpiexec, tmp_path):
+    """Every part of the warm-up moves streams on the ranks that run the slots; all ranks must
+    hold them (the checkpoint and the swaps after it depend on every one)."""
+    reference = _tree(_threads(tmp_path / "threads", **NRPT))
+    out = tmp_path / "mpi"
+    sets = [a for key, value in NRPT.items()
+            for a in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
+    res = _launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", out, *_sets(), *sets])
+    assert res.returncode == 0, res.stderr
+    _assert_same(reference, _tree(out))
+    # killed while writing its 6th checkpoint: the one on disk is the warm-up's position just
+    # after the first round's re-tune, written by rank 0 after transitions whose slots ran on
+    # all 3 ranks; resumed on threads it must give the same run
+    killed = tmp_path / "killed"
+    res = _launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", killed, *_sets(), *sets],
+                  env={"THERMONET_TEST_CRASH": "before-replace:checkpoint:6"})
+    assert res.returncode != 0
+    ck = ckpt.read_checkpoint(killed)
+    assert ck.iteration == 0
+    assert {k: ck.counters["warmup"][k] for k in ("stage", "phase", "round", "done")} == {
+        "stage": "ladder", "phase": "sample", "round": 1, "done": 0}
+    Run.open(_released(killed), workers=1, executor="threads").run(quiet=True)
+    detach_log()
+    _assert_same(reference, _tree(killed))
+
+
 @pytest.mark.mpi
 def test_two_runs_on_threads_agree(tmp_path, straight):
     """The reference itself: 1 and 2 threads (the property MPI extends to ranks)."""

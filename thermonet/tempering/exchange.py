@@ -375,7 +375,7 @@ class ReplicaExchange:
             carry = None if carry_k is None else carry_k[k]
             return sampler.adapt_part(state.slots[k], rngs[k], start, stop, carry)
 
-        results = self.executor.map(run, range(self.n_slots))
+        results = self._map_slots(run, rngs)
         width = max((len(c) for _, c in results if c is not None), default=0)
         out = np.full((self.n_slots, width), np.nan)
         for k, (_, c) in enumerate(results):
