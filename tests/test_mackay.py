@@ -229,3 +229,30 @@ def test_bad_settings_are_refused_in_one_line():
         with pytest.raises(ConfigError) as err:
             call()
         assert "\n" not in str(err.value)
+
+
+def test_parse_hidden_and_the_command(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from thermonet.cli import main
+    from thermonet.evidence.mackay_sweep import parse_hidden
+
+    assert parse_hidden("1-3,5") == [1, 2, 3, 5]
+    for bad in ("0-2", "a", ""):
+        with pytest.raises(ConfigError):
+            parse_hidden(bad)
+    res = CliRunner().invoke(main, ["mackay", "--hidden", "1", "--restarts", "1",
+                                    "--max-iter", "3", "--json", "--plot",
+                                    str(tmp_path / "f.png")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    (row,) = out["rows"]
+    assert row["hidden"] == 1 and row["log_symmetry"] == pytest.approx(math.log(2))
+    assert row["log_evidence"] == pytest.approx(
+        row["log_likelihood"] + row["log_occam_w"] + row["log_occam_hyper"]
+        + row["log_symmetry"], abs=1e-9)
+    assert (tmp_path / "f.png").stat().st_size > 0
+    bad = CliRunner().invoke(main, ["mackay", "--hidden", "x"])
+    assert bad.exit_code == 1 and "expected e.g. '1-10'" in bad.output
