@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "anneal": "thermonet.cli.anneal:anneal",
     "plot": "thermonet.cli.plot:plot",
     "calibrate": "thermonet.cli.calibrate:calibrate",
+    "mackay": "thermonet.cli.mackay:mackay",
 }
 
 
