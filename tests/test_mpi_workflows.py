@@ -8,13 +8,14 @@ mpi4py or mpiexec is missing.
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.test_mpi import ROOT, _launch, mpiexec  # noqa: F401  (mpiexec: the fixture)
+from tests.test_mpi import ROOT, _launch, _threads, mpiexec  # noqa: F401  (the fixture)
 from thermonet.cli import main
 
 #: a few short minimisations of M1 on D50, evaluated on the official test set
@@ -147,3 +148,25 @@ def test_an_error_in_a_ti_task_on_one_rank_ends_every_rank_and_keeps_the_rest(
                                       "--json"])
     assert again.exit_code == status, again.output  # ... and a re-run completes the rest
     assert _numbers(json.loads(again.stdout)) == _numbers(summary)
+
+
+@pytest.mark.mpi
+def test_analyse_under_mpi_is_bit_identical_to_threads(mpiexec, tmp_path,  # noqa: F811
+                                                       monkeypatch):
+    # the official 10,000 test images rather than full MNIST's 60,000-image complement: seconds
+    monkeypatch.delenv("THERMONET_MNIST_DIR", raising=False)
+    run = _threads(tmp_path / "run")      # 8 temperatures, 3 stored samples each after discard
+    res = CliRunner().invoke(main, ["analyse", str(run), "--out", str(tmp_path / "threads"),
+                                    "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    mpi = _launch(mpiexec, 2, ["analyse", run, "--out", tmp_path / "mpi"])
+    assert mpi.returncode == 0, mpi.stderr
+    for name in (".csv", "_pairs.csv"):
+        threads = (tmp_path / f"threads{name}").read_text()
+        assert (tmp_path / f"mpi{name}").read_text() == threads    # every digit
+    rows = list(csv.DictReader((tmp_path / "threads.csv").read_text().splitlines()))
+    assert len(rows) == 8 and all(np.isfinite(float(r[key])) for r in rows for key in (
+        "test_energy", "test_error", "predictive_test_energy_per_point"))  # samples evaluated
+    printed = [line for line in mpi.stdout.splitlines() if not line.startswith("wrote")]
+    assert printed == [line for line in res.stdout.splitlines() if not line.startswith("wrote")]
+    assert len(printed) > 8                     # rank 0 alone prints the table, once

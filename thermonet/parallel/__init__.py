@@ -187,6 +187,16 @@ class ThreadExecutor:
             pool.shutdown(wait=False)
 
 
+def executor_in(world: World, workers: int) -> Executor:
+    """An executor of ``workers`` threads in each process of ``world`` (an MPI job's ranks,
+    or this process alone)."""
+    if world.size > 1:
+        from thermonet.parallel import mpi
+
+        return mpi.MPIExecutor(world, workers)  # type: ignore[arg-type]
+    return SerialExecutor() if workers == 1 else ThreadExecutor(workers)
+
+
 def make_executor(workers: int, kind: str = "threads") -> Executor:
     """An executor of ``workers`` threads (serial for 1) in each process of the world ``kind``
     (:func:`world`): across the ranks of an MPI job, or in this process alone."""
