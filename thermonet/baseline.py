@@ -26,8 +26,9 @@ Reproducibility
 ---------------
 Draw ``i`` uses its own generator ``np.random.default_rng(SeedSequence(seed).spawn(n)[i])``
 and every kernel is deterministic, so the results are bitwise identical for any number of
-``workers``. Workers are threads: the energy kernels release the GIL, and each thread owns its
-own ``potential.copy()``.
+``workers`` and ranks. Workers are threads: the energy kernels release the GIL, and each thread
+owns its own ``potential.copy()``. Under MPI (``world``) each rank minimises a contiguous block
+of the draws on its own threads and the results are gathered on every rank.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import numpy.typing as npt
 from thermonet.api import Architecture, Minimiser
 from thermonet.errors import ConfigError
 from thermonet.evaluation import classification_error
+from thermonet.parallel import LOCAL, World
 from thermonet.priors import BoxPrior
 from thermonet.types import FloatArray, IntArray
 
@@ -286,7 +288,8 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
                           minimiser: Minimiser | str | None = None, seed: int = 0,
                           workers: int = 1,
                           progress: Callable[[int, int], Any] | None = None,
-                          keep_params: bool = False) -> BaselineResult:
+                          keep_params: bool = False,
+                          world: World | None = None) -> BaselineResult:
     """The paper's standard-optimisation baseline: minimise from many standard initial draws.
 
     Parameters
@@ -309,11 +312,16 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     seed : int
         Root of ``np.random.SeedSequence(seed).spawn(n_draws)``: draw ``i`` uses child ``i``.
     workers : int
-        Threads. The result does not depend on it (bitwise).
+        Threads (in each process of ``world``). The result does not depend on it (bitwise).
     progress : callable, optional
-        ``progress(n_done, n_draws)``, called from the calling thread after each draw.
+        ``progress(n_done, n_draws)``, called from the calling thread after each draw (under
+        MPI on rank 0 only, counting rank 0's block: ``n_draws`` is the block's length).
     keep_params : bool
         Also return the kept minima in ``result.params``.
+    world : World, optional
+        The processes sharing the draws (:func:`thermonet.parallel.world`): each rank of an
+        MPI job minimises a contiguous block and every rank returns the whole result, bitwise
+        the one-process result. Default: this process alone.
 
     Returns
     -------
@@ -336,6 +344,7 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"seed = {seed!r}; expected a non-negative integer")
     mini = _resolve_minimiser(minimiser)
+    job = LOCAL if world is None else world
     train, test = split.train, split.test
     n_train, n_test = len(train.y), len(test.y)
     if n_test == 0:
@@ -371,26 +380,32 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
                      int(res.n_grad_evals), float(res.max_abs_grad), str(res.reason),
                      res.theta if keep_params else None)
 
-    results: list[Any] = [None] * n_draws
-    if workers == 1:
-        for done, i in enumerate(range(n_draws), 1):
-            results[i] = one(i)
-            if progress is not None:
-                progress(done, n_draws)
-    else:
+    def run_block(block: list[int]) -> list[_Draw]:
+        """The draws ``block`` on this process's threads, in order."""
+        out: dict[int, _Draw] = {}
+        report = progress if job.is_root else None    # under MPI rank 0 reports its share
+        if workers == 1:
+            for done, i in enumerate(block, 1):
+                out[i] = one(i)
+                if report is not None:
+                    report(done, len(block))
+            return [out[i] for i in block]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="baseline") as pool:
-            futures = [pool.submit(one, i) for i in range(n_draws)]
+            futures = [pool.submit(one, i) for i in block]
             try:
                 for done, fut in enumerate(as_completed(futures), 1):
-                    out = fut.result()
-                    results[out.draw_index] = out
-                    if progress is not None:
-                        progress(done, n_draws)
+                    draw = fut.result()
+                    out[draw.draw_index] = draw
+                    if report is not None:
+                        report(done, len(block))
             except BaseException:
                 stop.set()
                 for fut in futures:
                     fut.cancel()
                 raise
+        return [out[i] for i in block]
+
+    results = job.share(run_block, range(n_draws))
 
     train_energy = np.array([r.train_energy for r in results], dtype=np.float64)
     test_e = np.array([r.test_energy_per_point for r in results], dtype=np.float64)

@@ -28,7 +28,7 @@ from thermonet.io.trace import read_trace
 
 
 def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
-                   warnings: list[str]) -> dict[str, float]:
+                   warnings: list[str], world: Any = None) -> dict[str, float]:
     """Reference numbers from a `thermonet baseline` result: its JSON summary (``--json``
     output) or its saved minima (``--out``, an (n_kept, n_params) .npy array, evaluated here on
     the run's test set); a directory is searched for ``baseline.json`` then ``baseline.npy``."""
@@ -57,7 +57,8 @@ def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
         if minima.ndim != 2 or minima.shape[1] != arch.n_params or minima.shape[0] == 0:
             raise ConfigError(f"--baseline {p} has shape {minima.shape}; expected (n_kept, "
                               f"{arch.n_params}) minima of this run's architecture")
-        ev = evaluate_samples(arch, minima, test=split.test, predictive=False, workers=workers)
+        ev = evaluate_samples(arch, minima, test=split.test, predictive=False, workers=workers,
+                              world=world)
         n_test = len(split.test.y)
         e = ev.test_energy / n_test
         k = minima.shape[0]
@@ -115,7 +116,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
             baseline: str | Path | None = None, predictive: bool = True, workers: int = 1,
             swap_threshold: float = SWAP_WARN_THRESHOLD, stop_sigma: float = STOP_SIGMA,
             stop_patience: int = STOP_PATIENCE,
-            mnist_dir: str | None = None) -> Analysis:
+            mnist_dir: str | None = None, world: Any = None) -> Analysis:
     """Analyse a run directory: per temperature, averages with error bars and test-set
     performance; reference lines; the temperature of best generalisation; ladder health.
 
@@ -134,13 +135,16 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     predictive : bool
         Also the Bayesian predictive (average of the samples' softmax outputs).
     workers : int
-        Threads over stored samples; the result does not depend on it.
+        Threads over stored samples (in each rank under MPI); the result does not depend on it.
     swap_threshold : float
         Pairs with a lower swap acceptance get a warning.
     stop_sigma : float
         Significance of an increase in the stopping rule (:func:`stopping_rule`).
     mnist_dir : str, optional
         Directory of the MNIST files (for the complement test set).
+    world : World, optional
+        The processes sharing the stored samples (:func:`thermonet.parallel.world`): blocks
+        of samples per MPI rank, the same analysis on every rank. Default: this process.
 
     Returns
     -------
@@ -245,7 +249,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
             theta = store.slot(k, first_it)
             ev = evaluate_samples(arch, theta, train=split.train,
                                   test=split.test if test else None,
-                                  predictive=predictive and test, workers=workers)
+                                  predictive=predictive and test, workers=workers,
+                                  world=world)
             for name in per_sample:
                 series[name][:, k] = getattr(ev, name)
             m, err, _ = series_stats(ev.train_error)
@@ -309,7 +314,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                   "baseline_test_error": math.nan, "baseline_test_error_err": math.nan,
                   "baseline_n_kept": math.nan}
     if baseline is not None:
-        references.update(_read_baseline(baseline, arch, split, workers, warnings))
+        references.update(_read_baseline(baseline, arch, split, workers, warnings, world))
     best = best_temperature(temps, table, stop_sigma, stop_patience)
 
     meta.update({

@@ -12,6 +12,7 @@ import numpy as np
 
 from thermonet.errors import CheckpointFormatError, ConfigError, IntegrityError
 from thermonet.io.trace import list_segments
+from thermonet.parallel import LOCAL, World, executor_in
 from thermonet.types import FloatArray
 
 
@@ -38,7 +39,8 @@ def _log_proba(arch: Any, pot: Any, theta: FloatArray) -> FloatArray:
 
 
 def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any = None,
-                     predictive: bool = True, workers: int = 1) -> SampleEvaluation:
+                     predictive: bool = True, workers: int = 1,
+                     world: World | None = None) -> SampleEvaluation:
     """Evaluate stored parameter vectors of one temperature on the training and test sets.
 
     For each sample s: the training error, the test energy ``-sum_i ln p(t_i|x_i, w_s)`` (from
@@ -61,13 +63,14 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
     workers : int
         Threads over samples. The result is bitwise independent of it (each sample is computed
         alone; the predictive sum runs in sample order).
+    world : World, optional
+        The processes sharing the samples (in blocks per rank under MPI, every rank getting
+        every result: bitwise the one-process result). Default: this process alone.
 
     Returns
     -------
     SampleEvaluation
     """
-    from thermonet.api.parallel import make_executor
-
     th = np.asarray(theta_sp, dtype=np.float64)
     if th.ndim != 2:
         raise ConfigError(f"theta_sp has shape {th.shape}; expected (n_samples, n_params)")
@@ -106,10 +109,10 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
                 logp = lp
         return err_tr, e_te, err_te, logp
 
-    ex = make_executor(max(1, int(workers)))
+    ex = executor_in(LOCAL if world is None else world, max(1, int(workers)))
     err_tr_s, e_te_s, err_te_s = nan_s.copy(), nan_s.copy(), nan_s.copy()
     acc: FloatArray | None = None
-    chunk = 2 * max(1, int(workers))
+    chunk = 2 * ex.n_workers
     try:
         for lo in range(0, n_s, chunk):
             for s, (a, b, c, lp) in zip(range(lo, min(lo + chunk, n_s)),

@@ -46,12 +46,17 @@ _RUN_FILES = ("checkpoint", "config", "thermonet", "trace")
               help="Skip the test set (no test energies or errors: only the trace and the "
                    "training error).")
 @click.option("--workers", type=int, default=1, show_default=True,
-              help="Threads over stored samples (the result does not depend on it).")
+              help="Threads over stored samples (in each rank under MPI; the result does not "
+                   "depend on it).")
+@click.option("--executor", type=click.Choice(["auto", "threads", "mpi"]), default="auto",
+              show_default=True, help="Where the samples are evaluated (any choice gives the "
+              "same result): auto is MPI under mpiexec or srun (blocks of samples per rank), "
+              "else threads.")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
               envvar="THERMONET_MNIST_DIR", help="Directory of the MNIST IDX files.")
 def analyse(run_dir: str, prefix: str | None, discard: float | None,
             baseline_path: str | None, no_predictive: bool, no_test: bool, workers: int,
-            mnist_dir: str | None) -> None:
+            executor: str, mnist_dir: str | None) -> None:
     """Analyse the run in RUN_DIR and write the tables next to it.
 
     Per temperature: acceptance, dt, mean training and test energy (total and per point) with
@@ -68,11 +73,17 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     Example:
         thermonet analyse runs/quickstart
         thermonet analyse runs/fig3_M3_D500 --baseline baseline_D500.json --workers 2
+        mpiexec -n 4 thermonet analyse runs/fig3_M3_D500
+
+    Under MPI each rank evaluates a block of every temperature's samples; rank 0 alone
+    writes and prints, and the tables are bitwise those of one process.
     """
+    from thermonet import parallel
     from thermonet.analysis import analyse as run_analyse
     from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
     from thermonet.errors import ConfigError
 
+    job = parallel.world(executor)
     run = Path(run_dir)
     out = Path(prefix) if prefix is not None else run / "analysis"
     if (out.parent.resolve() == run.resolve() and out.name in _RUN_FILES) or \
@@ -83,12 +94,19 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
         raise ConfigError(f"--out {out}: directory {out.parent} does not exist; create it or "
                           "choose another prefix")
     a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
-                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir)
+                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
+                    world=job)
     csv_path = out.with_name(out.name + ".csv")
     pairs_path = out.with_name(out.name + "_pairs.csv")
     h5_path = out.with_name(out.name + ".h5")
-    a.to_csv(csv_path, pairs_path)
-    a.to_hdf5(h5_path)
+
+    def write() -> None:
+        a.to_csv(csv_path, pairs_path)
+        a.to_hdf5(h5_path)
+
+    job.on_root(write)     # under MPI rank 0 alone writes and prints
+    if not job.is_root:
+        return
 
     m, t = a.meta, a.table
     if m.get("task") == "regression":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +54,18 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
 
     Everything is stored in --out (summary.json, summary.h5, table.txt, each run's files);
     running the same command again continues an interrupted calculation, and a directory
-    holding a different configuration is refused.
+    holding a different configuration is refused. Under `mpiexec -n R` (or srun) the ranks
+    share the minimisations, TI and Laplace runs in contiguous blocks (--out on a file system
+    every rank sees); the numbers are those of one process.
 
     \b
     Examples:
         thermonet evidence sample_runs/evidence_M1_vs_M3_D500_quick.toml --out runs/ev_quick
         thermonet evidence sample_runs/evidence_M1_vs_M3_D500.toml --set ti.method=paper
+        mpiexec -n 8 thermonet evidence sample_runs/evidence_M1_vs_M3_D500.toml
     """
     from thermonet import config as cfgmod
+    from thermonet import parallel
     from thermonet.evidence import config as evcfg
     from thermonet.evidence.run import (
         EXIT_NOT_CONVERGED,
@@ -80,13 +83,18 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
         commandline["evidence.convergence"] = False
     cfg = evcfg.load(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
-    q = _quiet(ctx, quiet)
+    job = parallel.world(cfg["evidence"]["executor"])   # under MPI rank 0 speaks
+    q = _quiet(ctx, quiet) or not job.is_root
     if not q:
         click.echo(f"evidence directory: {out}", err=True)
     try:
-        summary = run_evidence(cfg, out, quiet=q)
+        summary = run_evidence(cfg, out, quiet=q, world=job)
     finally:
         detach_log()
+    if not job.is_root:
+        if summary["converged"] is False:
+            ctx.exit(EXIT_NOT_CONVERGED)
+        return
     if as_json:
         click.echo(json.dumps(_json_safe(summary), sort_keys=True, default=str))
     else:
@@ -97,4 +105,4 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
         if not q:
             click.echo(f"NOT CONVERGED: see the convergence report in {out}/table.txt",
                        err=True)
-        sys.exit(EXIT_NOT_CONVERGED)
+        ctx.exit(EXIT_NOT_CONVERGED)

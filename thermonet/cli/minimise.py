@@ -295,7 +295,7 @@ def _jsonable_config(mini: Any) -> dict[str, Any]:
 BASELINE_KEYS = {"arch": "arch_name", "data": "data_name", "minimiser": "minimiser_name",
                  "set": "sets", "test": "test_kind", "prior_scale": "prior_scale",
                  "draws": "n_draws", "keep": "n_keep", "threshold": "energy_threshold",
-                 "workers": "workers", "seed": "seed"}
+                 "workers": "workers", "executor": "executor", "seed": "seed"}
 
 
 def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -344,7 +344,11 @@ def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str
               help="'E(D|w) = 0' means E below this, in nats over the training set "
                    "[default: 1e-3].")
 @click.option("--workers", type=int, default=1, show_default=True,
-              help="Threads (the result does not depend on it).")
+              help="Threads (in each rank under MPI; the result does not depend on it).")
+@click.option("--executor", type=click.Choice(["auto", "threads", "mpi"]), default="auto",
+              show_default=True, help="Where the minimisations run (any choice gives the same "
+              "result): auto is MPI under mpiexec or srun (blocks of draws per rank), else "
+              "threads.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Root seed; draw i uses SeedSequence(seed).spawn(draws)[i].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
@@ -354,7 +358,7 @@ def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str
 def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name: str,
              sets: tuple[str, ...], test_kind: str, prior_scale: float | None,
              mnist_dir: str | None, as_json: bool, n_draws: int, n_keep: int | None,
-             energy_threshold: float | None, workers: int, seed: int,
+             energy_threshold: float | None, workers: int, executor: str, seed: int,
              out_path: str | None) -> None:
     """Standard optimisation: minimise from many standard initial draws and report the mean
     test energy per point and test error of the minima with E(D|w) = 0.
@@ -370,19 +374,26 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
         thermonet baseline --arch M3 --data D500 --draws 100 --keep 100 --threshold 1e-3
         thermonet baseline --arch M3 --data D5000 --draws 4000 --keep 100 --workers 2
             --minimiser fire --set step_size=0.0015 --set dt_max=0.015   (one line)
+        mpiexec -n 8 thermonet baseline --config sample_runs/baseline_M3_D500.toml
+
+    Under MPI each rank minimises a contiguous block of the draws; rank 0 alone prints and
+    writes --out, and the result is bitwise the one-process result.
     """
     import numpy as np
 
+    from thermonet import parallel
     from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
     from thermonet.data import load_data
     from thermonet.io.atomic import check_output, write_npy
     from thermonet.registry import get_architecture
 
+    job = parallel.world(executor)
     if out_path is not None:
         # numpy.save's naming, kept: "--out minima" writes minima.npy
         if not out_path.endswith(".npy"):
             out_path += ".npy"
-        check_output(out_path)     # before the minimisations, which may take hours
+        checked = out_path
+        job.on_root(lambda: check_output(checked))   # before the minimisations (hours)
     arch = (get_architecture(arch_name) if prior_scale is None
             else get_architecture(arch_name, prior_scale=prior_scale))
     settings = _settings(sets, minimiser_name)
@@ -393,25 +404,33 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     mini = registry.load("minimiser", minimiser_name)(**settings)
     split = load_data(data_name, test=test_kind, mnist_dir=mnist_dir)
 
-    line = ProgressLine(_quiet(ctx))
+    line = ProgressLine(_quiet(ctx) or not job.is_root)
+    share = f" (rank 0's block of {n_draws}, {job.size} ranks)" if job.size > 1 else ""
 
     def progress(done: int, total: int) -> None:
         el = line.elapsed()
         eta = el / done * (total - done) if done else math.inf
-        line.show(f"baseline: {done}/{total} minimisations  elapsed {_clock(el)}  "
+        line.show(f"baseline: {done}/{total} minimisations{share}  elapsed {_clock(el)}  "
                   f"ETA {_clock(eta)}", final=done == total)
 
     res = standard_optimisation(arch, split, n_draws=n_draws, n_keep=n_keep,
                                 energy_threshold=energy_threshold, minimiser=mini, seed=seed,
                                 workers=workers, progress=progress,
-                                keep_params=out_path is not None)
+                                keep_params=out_path is not None, world=job)
     line.close()
     if out_path is not None:
         assert res.params is not None  # kept: keep_params=True
-        try:
-            write_npy(out_path, res.params)
-        except OSError as err:
-            raise _output_error(err, out_path) from None
+        params, target = res.params, out_path
+
+        def save() -> None:
+            try:
+                write_npy(target, params)
+            except OSError as err:
+                raise _output_error(err, target) from None
+
+        job.on_root(save)
+    if not job.is_root:
+        return
     summary = res.summary()
     summary["seconds"] = line.elapsed()
     if out_path is not None:

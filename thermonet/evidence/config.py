@@ -2,8 +2,8 @@
 
 One file describes a model comparison (docs/evidence.md documents every key)::
 
-    [evidence]      seed, temperature, repeats, n_minima, workers, convergence, tolerance,
-                    laplace
+    [evidence]      seed, temperature, repeats, n_minima, workers, executor, convergence,
+                    tolerance, laplace
     [data]          name (D500, ..., or "none" for data-free models), test
     [minimiser]     name (rmin, fire) and its settings; finds each model's minima
     [ti]            the thermodynamic-integration settings (thermonet.evidence.ti.TIConfig)
@@ -26,6 +26,7 @@ from typing import Any
 
 from thermonet import config as cfgmod
 from thermonet.errors import ConfigError
+from thermonet.parallel import EXECUTORS
 
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
 
@@ -39,8 +40,12 @@ EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                 "independent TI runs (different seeds) per minimum; summarised as mean ± sd"),
     "n_minima": (1, (int,), _POS_INT,
                  "minima per model (different initial draws, or rows of the params files)"),
-    "workers": (1, (int,), _POS_INT, ("threads running minimisations and TI runs in parallel; "
-                                     "never changes the result")),
+    "workers": (1, (int,), _POS_INT, ("threads running minimisations and TI runs in parallel "
+                                     "(in each MPI rank under MPI); never changes the result")),
+    "executor": ("auto", (str,), (lambda v: v in EXECUTORS, "one of " + ", ".join(EXECUTORS)),
+                 ("where the tasks run: auto (the ranks of an MPI job when mpiexec or srun "
+                  "started several processes, else threads), threads, or mpi (docs/cluster.md); "
+                  "never changes the result")),
     "convergence": (True, (bool,), None,
                     ("run the convergence report (k x0.5 and x2, twice the lambda points, twice "
                     "the samples, reverse sweep, another seed)")),
@@ -78,7 +83,7 @@ SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "model")
 
 #: keys that may differ when a run directory is continued (they do not change any result
 #: already stored; more repeats, minima or the convergence report only add work)
-EXTENDABLE = ("evidence.workers", "evidence.repeats", "evidence.n_minima",
+EXTENDABLE = ("evidence.workers", "evidence.executor", "evidence.repeats", "evidence.n_minima",
               "evidence.convergence", "evidence.laplace", "data.test")
 
 #: the default minimiser is RMin with the baseline's settings (E(D|w) ~ 1e-5 at the stop,

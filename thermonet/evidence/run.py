@@ -34,7 +34,10 @@ never run again, so re-running the command on the same directory continues where
 
 Reproducibility: every task's seed is derived from ``evidence.seed``, the model's name, the
 minimum's index and the task's label, never from the order in which tasks run, so the numbers
-do not depend on ``workers``.
+do not depend on ``workers`` or on the number of MPI ranks. Under MPI (``world``) each phase
+(minima, the convergence report's references, then TI and Laplace runs) is shared out in
+contiguous blocks of tasks per rank; each task writes its own files, so the directory must be
+on a file system every rank sees, and rank 0 alone writes the configuration and the summary.
 """
 
 from __future__ import annotations
@@ -72,8 +75,18 @@ from thermonet.evidence.report import (
     pm,
     write_summary,
 )
-from thermonet.evidence.tasks import agreement, read_json, result_from_dict, run_jobs, task_seed
+from thermonet.evidence.tasks import (
+    agreement,
+    check_shared,
+    lambda_progress,
+    read_json,
+    result_from_dict,
+    run_jobs,
+    share_tasks,
+    task_seed,
+)
 from thermonet.io.atomic import write_bytes, write_json
+from thermonet.parallel import LOCAL, World
 
 log = logging.getLogger("thermonet.evidence")
 
@@ -106,13 +119,17 @@ class Evidence:
         No progress lines.
     stream : file-like, optional
         Where progress lines go (stderr by default).
+    world : World, optional
+        The processes sharing the tasks (:func:`thermonet.parallel.world`); rank 0 alone
+        speaks and writes the directory's own files. Default: this process alone.
     """
 
     def __init__(self, cfg: cfgmod.ResolvedConfig, out: Path, *, quiet: bool = False,
-                 stream: Any = None) -> None:
+                 stream: Any = None, world: World | None = None) -> None:
         self.cfg = cfg
         self.out = Path(out)
-        self.quiet = quiet
+        self.world = LOCAL if world is None else world
+        self.quiet = quiet or not self.world.is_root
         self.stream = stream if stream is not None else sys.stderr
         self.ev = cfg["evidence"]
         self.models: list[Model] = []
@@ -138,7 +155,8 @@ class Evidence:
         with self._lock:
             self._done += 1
             done, total = self._done, self._total
-        self._say(f"[{done}/{total}] {what}  ({seconds:.1f} s, elapsed "
+        count = f"{done}/{total}" if self.world.size == 1 else f"rank 0: {done}"
+        self._say(f"[{count}] {what}  ({seconds:.1f} s, elapsed "
                   f"{time.monotonic() - self._t0:.0f} s)")
 
     # paths
@@ -162,7 +180,7 @@ class Evidence:
 
     # phase 1: minima
 
-    def _find_minimum(self, m: Minimum) -> None:
+    def _find_minimum(self, m: Minimum) -> tuple[Any, Any]:
         path = self._min_path(m.model.name, m.index)
         info_path = path.with_suffix(".json")
         pot = m.model.potential.copy()          # each thread its own scratch space
@@ -176,8 +194,7 @@ class Evidence:
                     f"minimum {m.index} of {m.model.name} in {path} has E = {e:.10g} now but "
                     f"{info['energy']:.10g} when stored; the data or architecture changed. "
                     "Choose another --out")
-            m.theta, m.info = theta, info
-            return
+            return theta, info
         t0 = time.monotonic()
         if m.model.settings["params"]:
             theta, source = loaded_vectors(m.model, m.index + 1)[m.index]
@@ -208,10 +225,10 @@ class Evidence:
         np.save(buf, theta)
         write_bytes(path, buf.getvalue())
         write_json(info_path, info)
-        m.theta, m.info = theta, info
         extra = (f", {info['n_steps']} steps ({info['reason']})" if "n_steps" in info else "")
         self._finished(f"minimum {m.index} of {m.model.name}: E(w0) = {info['energy']:.6g}"
                        f"{extra}", info["seconds"])
+        return theta, info
 
     # phase 2: TI and Laplace
 
@@ -306,27 +323,7 @@ class Evidence:
                        d["seconds"])
 
     def _lambda_progress(self, what: str) -> Callable[..., None]:
-        """The TI engine's per-λ callback: a line per λ point, at most one every
-        ``PROGRESS_INTERVAL`` seconds per run (all of them with -v)."""
-        state = {"last": 0.0}
-
-        def progress(j: int, n_points: int, info: dict[str, Any]) -> None:
-            if self._stop.is_set():
-                raise KeyboardInterrupt
-            now = time.monotonic()
-            line = (f"    {what}: λ point {j + 1}/{n_points} "
-                    f"(λ = {info.get('lambda', math.nan):.4f})"
-                    f"  <dJ/dλ> = {info.get('mean', math.nan):.6g}"
-                    f" ± {info.get('sem', math.nan):.2g}"
-                    f"  acc {info.get('acceptance', math.nan):.2f}"
-                    f"  dt {info.get('step_size', math.nan):.3g}")
-            if now - state["last"] < PROGRESS_INTERVAL and j + 1 < n_points:
-                log.debug(line)
-                return
-            state["last"] = now
-            self._say(line)
-
-        return progress
+        return lambda_progress(what, self._stop, self._say, log, PROGRESS_INTERVAL)
 
     def _run_laplace(self, m: Minimum) -> None:
         from thermonet.evidence.laplace import laplace_evidence
@@ -356,11 +353,16 @@ class Evidence:
 
         run_jobs(jobs, self.ev["workers"], on_interrupt=interrupted)
 
+    def _share(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        return share_tasks(self.world, fn, items, self._pool)
+
     def run(self) -> dict[str, Any]:
         """Do (or continue) every task, then write and return the summary."""
         from thermonet.kernels import threads
 
-        prepare_dir(self.cfg, self.out)
+        job = self.world
+        job.on_root(lambda: prepare_dir(self.cfg, self.out))
+        check_shared(job, self.out / CONFIG_NAME)
         self.models = build_models(self.cfg)
         n_min = self.ev["n_minima"]
         for model in self.models:
@@ -378,14 +380,22 @@ class Evidence:
             self._say(f"evidence: {len(self.models)} model(s) x {n_min} minimum/minima; "
                       f"{self._total} task(s) to do ({len(todo_min)} minimisations, "
                       f"{len(todo_ti)} TI runs, {len(todo_lap)} Laplace) on "
-                      f"{self.ev['workers']} worker(s)")
+                      + (f"{job.size} MPI ranks x " if job.size > 1 else "")
+                      + f"{self.ev['workers']} worker(s)")
         with threads.blas_single():
-            self._pool([partial(self._find_minimum, m) for m in mins])
+            for m, (theta, info) in zip(mins, self._share(self._find_minimum, mins),
+                                        strict=True):
+                m.theta, m.info = theta, info
+            # the references the convergence variants share, fitted before them (once each)
+            need = [m for m in mins if any(n is m and lab.startswith("conv-")
+                                           and lab != "conv-seed2" for n, lab in todo_ti)]
+            for m, ref in zip(need, self._share(self._reference, need), strict=True):
+                self._refs[(m.model.name, m.index)] = ref
             jobs: list[Callable[[], None]] = [partial(self._run_laplace, m) for m in todo_lap]
             jobs += [partial(self._run_ti, m, lab) for m, lab in todo_ti]
-            self._pool(jobs)
+            self._share(lambda task: task(), jobs)
         summary = self.summarise()
-        write_summary(self.out, summary)
+        job.on_root(lambda: write_summary(self.out, summary))
         return summary
 
     # phase 3: the summary
@@ -473,21 +483,10 @@ class Evidence:
 
 
 def run_evidence(cfg: cfgmod.ResolvedConfig, out: str | Path, *, quiet: bool = False,
-                 stream: Any = None) -> dict[str, Any]:
-    """Run (or continue) the evidence calculation of ``cfg`` in ``out``; return the summary."""
-    return Evidence(cfg, Path(out), quiet=quiet, stream=stream).run()
-
-
-__all__ = [
-    "EXIT_NOT_CONVERGED",
-    "VARIANTS",
-    "Evidence",
-    "agreement",
-    "format_convergence",
-    "format_table",
-    "run_evidence",
-    "task_seed",
-]
+                 stream: Any = None, world: World | None = None) -> dict[str, Any]:
+    """Run (or continue) the evidence calculation of ``cfg`` in ``out`` (shared by the ranks
+    of ``world``, every one of which returns the summary); return the summary."""
+    return Evidence(cfg, Path(out), quiet=quiet, stream=stream, world=world).run()
 
 
 __all__ = ["CONFIG_NAME", "EXIT_NOT_CONVERGED", "PROGRESS_INTERVAL", "RESULT_NAME", "VARIANTS",

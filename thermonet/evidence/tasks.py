@@ -1,19 +1,23 @@
-"""Identity of the tasks of an evidence calculation: seeds, stored results, agreement."""
+"""The tasks of an evidence calculation: their seeds, stored results and agreement, and how
+they are run (threads, and the ranks of an MPI job)."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from thermonet.errors import DataError
+from thermonet.errors import ConfigError, DataError
 from thermonet.evidence._result import EvidenceResult
+from thermonet.parallel import World, mark_collective
 
 
 def read_json(path: Path) -> Any:
@@ -92,3 +96,56 @@ def run_jobs(jobs: list[Callable[[], None]], workers: int, *,
         for f in futures:
             if f.done() and not f.cancelled() and f.exception() is not None:
                 raise f.exception()  # type: ignore[misc]
+
+
+def share_tasks(world: World, fn: Callable[[Any], Any], items: list[Any],
+                pool: Callable[[list[Callable[[], None]]], None]) -> list[Any]:
+    """``[fn(x) for x in items]`` on every rank of ``world``, each rank computing its
+    contiguous block of them with ``pool`` (its threads: :func:`run_jobs`)."""
+    def run_block(part: list[Any]) -> list[Any]:
+        out: list[Any] = [None] * len(part)
+
+        def job(i: int) -> None:
+            out[i] = fn(part[i])
+
+        pool([partial(job, i) for i in range(len(part))])
+        return out
+
+    return world.share(run_block, items)
+
+
+def check_shared(world: World, path: Path) -> None:
+    """Refuse, on every rank alike, a directory that rank 0 wrote ``path`` in but some rank
+    cannot see (each task writes its own files there, on whichever rank runs it)."""
+    seen = world.share(lambda part: [path.is_file()] * len(part), range(world.size))
+    if not all(seen):
+        raise mark_collective(ConfigError(
+            f"MPI ranks {[r for r, ok in enumerate(seen) if not ok]} do not see {path}, which "
+            "rank 0 wrote; expected a directory on a file system shared by every rank: choose "
+            "an --out there"))
+
+
+def lambda_progress(what: str, stop: Any, say: Callable[[str], None], log: Any,
+                    interval: float) -> Callable[..., None]:
+    """The TI engine's per-λ callback of the run ``what``: a line (``say``) per λ point, at
+    most one every ``interval`` seconds (all of them in ``log`` at debug level); a KeyboardInterrupt
+    once ``stop`` is set (the run then ends after its checkpointed λ point)."""
+    state = {"last": 0.0}
+
+    def progress(j: int, n_points: int, info: dict[str, Any]) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        now = time.monotonic()
+        line = (f"    {what}: λ point {j + 1}/{n_points} "
+                f"(λ = {info.get('lambda', math.nan):.4f})"
+                f"  <dJ/dλ> = {info.get('mean', math.nan):.6g}"
+                f" ± {info.get('sem', math.nan):.2g}"
+                f"  acc {info.get('acceptance', math.nan):.2f}"
+                f"  dt {info.get('step_size', math.nan):.3g}")
+        if now - state["last"] < interval and j + 1 < n_points:
+            log.debug(line)
+            return
+        state["last"] = now
+        say(line)
+
+    return progress

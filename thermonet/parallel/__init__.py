@@ -55,6 +55,12 @@ class World(Protocol):
         see: without this they would wait for it forever)."""
         ...
 
+    def share(self, run: Callable[[list[Any]], list[T]], items: Iterable[Any]) -> list[T]:
+        """``run(block)`` on each rank's contiguous block of ``items``, which must return one
+        result per item; every rank gets all the results, in the order of ``items``. An error
+        on any rank is raised on every rank (:func:`mark_collective`)."""
+        ...
+
 
 class LocalWorld:
     """One process: everything runs here."""
@@ -74,6 +80,9 @@ class LocalWorld:
 
     def abort(self, code: int) -> None:
         pass
+
+    def share(self, run: Callable[[list[Any]], list[T]], items: Iterable[Any]) -> list[T]:
+        return run(list(items))
 
 
 #: the world of a process that is not part of an MPI job
@@ -176,6 +185,16 @@ class ThreadExecutor:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+
+
+def executor_in(world: World, workers: int) -> Executor:
+    """An executor of ``workers`` threads in each process of ``world`` (an MPI job's ranks,
+    or this process alone)."""
+    if world.size > 1:
+        from thermonet.parallel import mpi
+
+        return mpi.MPIExecutor(world, workers)  # type: ignore[arg-type]
+    return SerialExecutor() if workers == 1 else ThreadExecutor(workers)
 
 
 def make_executor(workers: int, kind: str = "threads") -> Executor:

@@ -120,6 +120,28 @@ class MPIWorld:
     def abort(self, code: int) -> None:
         self.comm.Abort(code)
 
+    def share(self, run: Callable[[list[Any]], list[T]], items: Iterable[Any]) -> list[T]:
+        from thermonet.parallel import mark_collective
+
+        items = list(items)
+        lo, hi = block(len(items), self.size, self.rank)
+        failure: BaseException | None = None
+        results: list[T] = []
+        try:
+            results = list(run(items[lo:hi]))
+            if len(results) != hi - lo:
+                raise ThermonetError(f"a block of {hi - lo} items gave {len(results)} "
+                                     "results; expected one per item")
+        except BaseException as err:
+            failure = err
+        parts = self.allgather((None if failure is None else portable(failure, self.rank),
+                                None if failure is not None else results))
+        for rank, (shared, _) in enumerate(parts):
+            if shared is not None:
+                raise mark_collective(failure if rank == self.rank and failure is not None
+                                      else shared)
+        return [value for _, part in parts for value in part]
+
     def allgather(self, value: Any) -> list[Any]:
         """``value`` of every rank, in rank order, on every rank."""
         return list(self.comm.allgather(value))
@@ -136,24 +158,7 @@ class MPIExecutor:
         self.n_workers = world.size * self.inner.n_workers
 
     def map(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
-        from thermonet.parallel import mark_collective
-
-        items = list(items)
-        lo, hi = block(len(items), self.world.size, self.world.rank)
-        failure: BaseException | None = None
-        results: list[T] = []
-        try:
-            results = self.inner.map(fn, items[lo:hi])
-        except BaseException as err:
-            failure = err
-        parts = self.world.allgather((None if failure is None
-                                      else portable(failure, self.world.rank),
-                                      None if failure is not None else results))
-        for rank, (shared, _) in enumerate(parts):
-            if shared is not None:
-                raise mark_collective(failure if rank == self.world.rank and failure is not None
-                                      else shared)
-        return [value for _, part in parts for value in part]
+        return self.world.share(lambda block: self.inner.map(fn, block), items)
 
     def close(self) -> None:
         self.inner.close()
