@@ -10,6 +10,9 @@ old import path).
 from __future__ import annotations
 
 import abc
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,6 +20,54 @@ import numpy as np
 from thermonet.api.potential import Potential, as_theta
 from thermonet.errors import ThermonetError
 from thermonet.types import FloatArray, IntArray
+
+
+@dataclass(frozen=True)
+class UnitSymmetry:
+    """One layer of interchangeable hidden units, as parameter indices.
+
+    Permuting the units of the layer (moving every unit's ``incoming`` and ``outgoing``
+    parameters together) leaves the network's outputs unchanged; with ``sign_flip`` (an odd
+    activation such as tanh) so does negating one unit's ``incoming`` and ``outgoing``
+    parameters. An architecture describes only maps that also leave its prior unchanged.
+    """
+
+    #: (n_units, k) indices of each unit's incoming weights and bias
+    incoming: IntArray
+    #: (n_units, m) indices of the weights that carry each unit's output to the next layer
+    outgoing: IntArray
+    #: True when negating a unit (incoming and outgoing) is also exact
+    sign_flip: bool
+
+    @property
+    def n_units(self) -> int:
+        return int(self.incoming.shape[0])
+
+
+def mlp_unit_symmetries(widths: Sequence[int] | IntArray, sign_flip: bool
+                        ) -> tuple[UnitSymmetry, ...]:
+    """The hidden-unit symmetries of a fully connected network in thermonet's layout.
+
+    ``widths`` are the layer widths, inputs first; the parameters are, layer after layer, the
+    weight matrix (row-major, shape ``(n_out, n_in)``) then the biases. Every hidden layer
+    gives one :class:`UnitSymmetry`; the output units are never interchangeable (they are the
+    labels).
+    """
+    widths = [int(w) for w in widths]
+    offsets = [0]
+    for n_in, n_out in itertools.pairwise(widths):
+        offsets.append(offsets[-1] + (n_in + 1) * n_out)
+    out = []
+    for layer in range(1, len(widths) - 1):
+        n_in, n_h, n_next = widths[layer - 1], widths[layer], widths[layer + 1]
+        p = offsets[layer - 1]
+        w = np.arange(p, p + n_h * n_in).reshape(n_h, n_in)
+        b = np.arange(p + n_h * n_in, p + n_h * n_in + n_h).reshape(n_h, 1)
+        q = offsets[layer]
+        w_next = np.arange(q, q + n_next * n_h).reshape(n_next, n_h)
+        out.append(UnitSymmetry(np.hstack([w, b]), np.ascontiguousarray(w_next.T),
+                                bool(sign_flip)))
+    return tuple(out)
 
 
 class Architecture(abc.ABC):
@@ -88,10 +139,20 @@ class Architecture(abc.ABC):
         """Named contiguous groups of parameters (for per-group prior widths)."""
         return {"all": slice(0, self.n_params)}
 
+    def unit_symmetries(self) -> tuple[UnitSymmetry, ...] | None:
+        """The exact symmetries of the network and its prior: layers of interchangeable
+        hidden units (see :class:`UnitSymmetry`), or None (the default) when none are known.
+
+        The evidence workflow counts the copies of a basin these maps produce
+        (``thermonet.evidence.symmetry``). Return only maps that leave both the outputs and
+        the prior unchanged.
+        """
+        return None
+
     def predict_proba(self, theta: FloatArray, x: FloatArray) -> FloatArray:
         """Class probabilities ``prob(q | x, theta)``, shape ``(n_data, n_classes)``."""
         raise ThermonetError(f"architecture {self.name!r} is not a classifier: it has no "
                              "predict_proba()")
 
 
-__all__ = ["Architecture", "Potential", "as_theta"]
+__all__ = ["Architecture", "Potential", "UnitSymmetry", "as_theta", "mlp_unit_symmetries"]

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from thermonet.api import Architecture, Potential, as_theta
+from thermonet.api.architecture import UnitSymmetry, mlp_unit_symmetries
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import blas, configure
 from thermonet.kernels import mlp as k
@@ -419,6 +420,12 @@ class MLP(Architecture):
         if self.hidden_activation != "logistic":
             out["hidden_activation"] = self.hidden_activation
         return out
+
+    def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
+        """Permutations of every hidden layer; sign flips too for tanh units. A logistic
+        unit's flip (sigma(-x) = 1 - sigma(x)) needs the next layer's biases to shift, which
+        can leave the box, so it is not counted."""
+        return mlp_unit_symmetries(self.widths, self.hidden_activation == "tanh")
 
     def param_groups(self) -> dict[str, slice]:
         """``layer{l}.weight`` and ``layer{l}.bias`` for l = 1..n_layers (1 = first hidden)."""

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from thermonet.api import Architecture, Potential, as_theta
+from thermonet.api.architecture import UnitSymmetry, mlp_unit_symmetries
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
@@ -309,6 +310,12 @@ class RegressionMLP(Architecture):
                 "widths": [int(w) for w in self.widths],
                 "hidden_activation": self.hidden_activation, "noise_std": self.noise_std,
                 "hierarchical": self.hierarchical, "ard": self.ard}
+
+    def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
+        """Permutations of every hidden layer (each Gaussian prior group holds a whole layer,
+        or one input's weights to every unit with ARD); sign flips too for tanh units (the
+        priors are even)."""
+        return mlp_unit_symmetries(self.widths, self.hidden_activation == "tanh")
 
     def param_groups(self) -> dict[str, slice]:
         groups: dict[str, slice] = {}

@@ -33,7 +33,9 @@ def between_minima(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def bayes_factors(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
     """ln[p(B|D)/p(A|D)] for every model B against the first model A, at minimum 0 of each
-    (TI and Laplace), and from the means over minima with the between-minima spread."""
+    (TI and Laplace), and from the means over minima with the between-minima spread; with
+    both symmetry multiplicities known, also the basin-plus-copies ratio ``ti_with_copies``
+    (TI + ln|G_B| - ln|G_A|) and whether both minima passed the genericity check."""
     by = {(r["model"], r["minimum"]): r for r in rows}
     out: list[dict[str, Any]] = []
     if len(names) < 2:
@@ -50,6 +52,11 @@ def bayes_factors(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str
              "laplace": (rb["laplace_log_evidence"] - ra["laplace_log_evidence"]
                          if ra["laplace_log_evidence"] is not None
                          and rb["laplace_log_evidence"] is not None else None)}
+        ga, gb = ra.get("log_multiplicity"), rb.get("log_multiplicity")
+        if ga is not None and gb is not None:
+            f["log_multiplicity"] = gb - ga
+            f["ti_with_copies"] = f["ti"] + gb - ga
+            f["generic"] = not (ra.get("symmetry_violations") or rb.get("symmetry_violations"))
         ma = [r["log_evidence"] for r in rows if r["model"] == a]
         mb = [r["log_evidence"] for r in rows if r["model"] == b]
         if len(ma) >= 2 and len(mb) >= 2:
@@ -78,6 +85,9 @@ def write_h5_summary(path: Path, summary: dict[str, Any]) -> None:
             for key in ("n_params", "energy0", "log_volume", "log_integral",
                         "log_integral_error", "log_evidence", "log_evidence_error"):
                 g.attrs[key] = r[key]
+            if r.get("log_multiplicity") is not None:
+                g.attrs["log_multiplicity"] = r["log_multiplicity"]
+                g.attrs["symmetry_generic"] = not r.get("symmetry_violations")
             if r["laplace_log_evidence"] is not None:
                 g.attrs["laplace_log_evidence"] = r["laplace_log_evidence"]
                 g.attrs["laplace_log_integral"] = r["laplace"]["log_integral"]
@@ -151,7 +161,8 @@ def format_table(summary: dict[str, Any]) -> str:
     if t != 1.0:
         lines.append("note: at T != 1 'log evidence' is log ∫ e^(-E/T) - log ∏σ, not p(D|M)")
     head = (f"{'model':<8} {'min':>3} {'d':>7} {'E(w0)':>10} {'log ∫ (TI)':>22} "
-            f"{'log ∏σ':>11} {'log evidence (TI)':>22} {'Laplace':>11} {'Lap-TI':>9}  check")
+            f"{'log ∏σ':>11} {'log evidence (TI)':>22} {'ln|G|':>8} {'Laplace':>11} "
+            f"{'Lap-TI':>9}  check")
     lines.append(head)
     lines.append("-" * len(head))
     for r in summary["rows"]:
@@ -159,12 +170,15 @@ def format_table(summary: dict[str, Any]) -> str:
         lap = r["laplace_log_evidence"]
         lap_s = f"{lap:.2f}" if lap is not None else "-"
         dl = f"{lap - r['log_evidence']:+.2f}" if lap is not None else "-"
+        g = r.get("log_multiplicity")
+        g_s = "-" if g is None else f"{g:.2f}" + ("*" if r.get("symmetry_violations") else "")
         lines.append(
             f"{r['model']:<8} {r['minimum']:>3} {r['n_params']:>7} {r['energy0']:>10.3g} "
             f"{pm(r['log_integral'], r['log_integral_error']) + flag:>22} "
             f"{r['log_volume']:>11.2f} "
-            f"{pm(r['log_evidence'], r['log_evidence_error']) + flag:>22} "
+            f"{pm(r['log_evidence'], r['log_evidence_error']) + flag:>22} {g_s:>8} "
             f"{lap_s:>11} {dl:>9}  {_status(r)}")
+    lines.extend(_symmetry_lines(summary["rows"]))
     for m in summary["models"]:
         if m["n_minima"] >= 2:
             lines.append(f"between the {m['n_minima']} minima of {m['model']}: log evidence "
@@ -177,6 +191,13 @@ def format_table(summary: dict[str, Any]) -> str:
         lap = f"; Laplace {f['laplace']:.2f}" if f["laplace"] is not None else ""
         lines.append(f"ln[p({b}|D)/p({a}|D)] = {pm(f['ti'], f['ti_error'])} "
                      f"(TI, minimum 0 of each{lap}){mark}")
+        if "ti_with_copies" in f:
+            note = ("" if f["generic"] else "; a minimum 0 failed the genericity check (*), "
+                    "so its copies may coincide")
+            lines.append(f"ln[p({b}|D)/p({a}|D)] basin + copies = "
+                         f"{pm(f['ti_with_copies'], f['ti_error'])} (TI above "
+                         f"{f['log_multiplicity']:+.2f} from ln|G|: each basin's evidence "
+                         f"times its number of exact copies{note})")
         if "ti_over_minima" in f:
             lines.append(f"ln[p({b}|D)/p({a}|D)] over minima = {f['ti_over_minima']:.2f} ± "
                          f"{f['ti_over_minima_sd']:.2f} (mean ± between-minima sd)")
@@ -185,6 +206,26 @@ def format_table(summary: dict[str, Any]) -> str:
                      "beyond the tolerance; see the convergence report. Do not use them as "
                      "clean numbers.")
     return "\n".join(lines)
+
+
+def _symmetry_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The footnote of the ln|G| column: each model's formula, and every minimum that may be
+    a fixed point of a symmetry."""
+    out: list[str] = []
+    seen: dict[str, str] = {}
+    for r in rows:
+        if r.get("log_multiplicity") is not None and r["model"] not in seen:
+            seen[r["model"]] = f"{r['model']} {r['multiplicity_formula']}"
+    if seen:
+        out.append("ln|G|: log number of exact copies of a basin (hidden-unit permutations, "
+                   "and sign flips of tanh units): " + ", ".join(seen.values()))
+    for r in rows:
+        viol = r.get("symmetry_violations")
+        if viol:
+            more = f" (and {len(viol) - 1} more)" if len(viol) > 1 else ""
+            out.append(f"* minimum {r['minimum']} of {r['model']} may be fixed by a symmetry, "
+                       f"so its copies may coincide: {viol[0]}{more}")
+    return out
 
 
 def format_convergence(summary: dict[str, Any]) -> str:

@@ -75,6 +75,7 @@ from thermonet.evidence.report import (
     pm,
     write_summary,
 )
+from thermonet.evidence.symmetry import summary_entry
 from thermonet.evidence.tasks import (
     agreement,
     check_shared,
@@ -450,6 +451,7 @@ class Evidence:
                          "log_integral_error": d["log_integral_error"],
                          "seconds": d.get("seconds")} for d in reps],
             "ti_details": reps[0].get("details", {}),
+            **summary_entry(m.model.arch, m.theta),
         }
         lap_path = self._laplace_path(name, j)
         if ev["laplace"] and lap_path.is_file():
