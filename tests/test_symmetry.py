@@ -253,3 +253,14 @@ def test_table_shows_the_column_and_the_basin_plus_copies_factor():
     assert "ti_with_copies" not in bf[0]
     text = report.format_table({**summary, "rows": rows, "bayes_factors": bf})
     assert "basin + copies" not in text and "ln|G|:" not in text
+
+
+@pytest.mark.parametrize("act", ["tanh", "logistic"])
+def test_agrees_with_the_mackay_symmetry_factor(act):
+    """The MacKay evidence counts the same modes from (widths, activation) directly."""
+    from thermonet.evidence.mackay import log_symmetry_factor
+
+    arch = registry.get_architecture("mlp-regression", n_inputs=2, hidden=[5, 3], n_outputs=2,
+                                     hidden_activation=act)
+    assert sym.log_multiplicity(arch) == pytest.approx(log_symmetry_factor([5, 3], act),
+                                                       rel=1e-15)
