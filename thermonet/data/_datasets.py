@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.data import _robot_arm as robot_arm
 from thermonet.data._embedded import EMBEDDED_PATH, read_embedded
 from thermonet.data._mnist import (
     DATA_ENV,
@@ -28,6 +27,8 @@ from thermonet.data._mnist import (
     uncompressed_sha256,
 )
 from thermonet.data._preprocess import PREPROCESSING, normalise, pillow_version
+from thermonet.data._robot_arm import NAME as ROBOT_ARM
+from thermonet.data._robot_arm import read as read_robot_arm
 from thermonet.data._subsets import (
     ALGORITHM,
     EMBEDDED_SUBSETS,
@@ -359,11 +360,11 @@ def _check_pillow_consistency(train: Dataset, full: Mnist16) -> None:
 def robot_arm_split() -> DataSplit:
     """The robot-arm problem's stored 200 training and 200 test cases
     (:mod:`thermonet.data._robot_arm`)."""
-    arrays, prov = robot_arm.read()
+    arrays, prov = read_robot_arm()
     n_tr, n_te = len(arrays["y_train"]), len(arrays["y_test"])
-    train = Dataset(robot_arm.NAME, arrays["x_train"], arrays["y_train"], np.arange(n_tr),
+    train = Dataset(ROBOT_ARM, arrays["x_train"], arrays["y_train"], np.arange(n_tr),
                     {**prov, "role": "train"})
-    test = Dataset(f"{robot_arm.NAME}-test", arrays["x_test"], arrays["y_test"],
+    test = Dataset(f"{ROBOT_ARM}-test", arrays["x_test"], arrays["y_test"],
                    np.arange(n_te), {**prov, "role": "test"})
     return DataSplit(train, test, "official")
 
@@ -388,7 +389,7 @@ def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = Non
     DataSplit
         ``test_kind`` and ``test.name`` say which test set was used.
     """
-    if name == robot_arm.NAME:
+    if name == ROBOT_ARM:
         return robot_arm_split()
     if test not in TEST_KINDS:
         raise DataError(f"test={test!r}; expected one of {', '.join(map(repr, TEST_KINDS))}")
