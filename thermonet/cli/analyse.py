@@ -9,6 +9,14 @@ from typing import Any
 import click
 
 
+def _echo_swaps(a: Any) -> None:
+    """The swap acceptance of every adjacent pair of an analysis ``a``."""
+    click.echo("swap acceptance per adjacent pair:")
+    for lo, hi, r, n in zip(a.pairs["t_low"], a.pairs["t_high"], a.pairs["swap_acceptance"],
+                            a.pairs["swap_attempts"], strict=True):
+        click.echo(f"  T {lo:.4g} - {hi:.4g}: {_num(100 * r, 5, '.1f')}%  ({n} attempts)")
+
+
 def _num(v: float, width: int, fmt: str = ".4g") -> str:
     return f"{'nan' if not math.isfinite(v) else format(v, fmt):>{width}}"
 
@@ -136,11 +144,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
             f"{_pm(t['heat_capacity'][k], t['heat_capacity_err'][k], 17)} "
             f"{_num(t['tau_train_energy'][k], 6, '.3g')} {int(t['n_samples'][k]):>4}")
     if len(a.temperatures) > 1:
-        click.echo("swap acceptance per adjacent pair:")
-        for lo, hi, r, n in zip(a.pairs["t_low"], a.pairs["t_high"],
-                                a.pairs["swap_acceptance"], a.pairs["swap_attempts"],
-                                strict=True):
-            click.echo(f"  T {lo:.4g} - {hi:.4g}: {_num(100 * r, 5, '.1f')}%  ({n} attempts)")
+        _echo_swaps(a)
         per = m["round_trips_per_replica"]
         click.echo(f"round trips T_min -> T_max -> T_min: {m['round_trips']} "
                    f"(per replica: {', '.join(str(v) for v in per)})")
@@ -220,11 +224,7 @@ def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) ->
             f"{_num(t['predictive_test_error'][k], 10, '.5g')} "
             f"{_num(t['tau_train_energy'][k], 6, '.3g')} {int(t['n_samples'][k]):>4}")
     if len(a.temperatures) > 1:
-        click.echo("swap acceptance per adjacent pair:")
-        for lo, hi, r, n in zip(a.pairs["t_low"], a.pairs["t_high"],
-                                a.pairs["swap_acceptance"], a.pairs["swap_attempts"],
-                                strict=True):
-            click.echo(f"  T {lo:.4g} - {hi:.4g}: {_num(100 * r, 5, '.1f')}%  ({n} attempts)")
+        _echo_swaps(a)
     hyper = m.get("hyperparameters") or {}
     if hyper:
         click.echo("hyperparameters, posterior mean width 1/sqrt(precision) ± se "
