@@ -70,6 +70,19 @@ def mlp_unit_symmetries(widths: Sequence[int] | IntArray, sign_flip: bool
     return tuple(out)
 
 
+def mlp_param_groups(widths: Sequence[int] | IntArray) -> dict[str, slice]:
+    """``layer{l}.weight`` and ``layer{l}.bias`` (l = 1..n_layers, 1 = first hidden) of a fully
+    connected network in the layout of :func:`mlp_unit_symmetries`."""
+    groups: dict[str, slice] = {}
+    pos = 0
+    for layer, (n_in, n_out) in enumerate(itertools.pairwise(int(w) for w in widths), 1):
+        groups[f"layer{layer}.weight"] = slice(pos, pos + n_in * n_out)
+        pos += n_in * n_out
+        groups[f"layer{layer}.bias"] = slice(pos, pos + n_out)
+        pos += n_out
+    return groups
+
+
 class Architecture(abc.ABC):
     """Base class of architecture plugins (entry-point group ``thermonet.architectures``).
 

@@ -17,7 +17,11 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from thermonet.api import Architecture, Potential, as_theta
-from thermonet.api.architecture import UnitSymmetry, mlp_unit_symmetries
+from thermonet.api.architecture import (
+    UnitSymmetry,
+    mlp_param_groups,
+    mlp_unit_symmetries,
+)
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import blas, configure
 from thermonet.kernels import mlp as k
@@ -429,15 +433,7 @@ class MLP(Architecture):
 
     def param_groups(self) -> dict[str, slice]:
         """``layer{l}.weight`` and ``layer{l}.bias`` for l = 1..n_layers (1 = first hidden)."""
-        groups: dict[str, slice] = {}
-        pos = 0
-        for layer in range(len(self.widths) - 1):
-            n_in, n_out = int(self.widths[layer]), int(self.widths[layer + 1])
-            groups[f"layer{layer + 1}.weight"] = slice(pos, pos + n_in * n_out)
-            pos += n_in * n_out
-            groups[f"layer{layer + 1}.bias"] = slice(pos, pos + n_out)
-            pos += n_out
-        return groups
+        return mlp_param_groups(self.widths)
 
     def potential(self, data: Any = None, **options: Any) -> MLPPotential:
         """Bind to a data set with ``.x`` and ``.y`` (or pass ``x=``, ``y=``)."""

@@ -26,7 +26,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from thermonet.api import Architecture, Potential, as_theta
-from thermonet.api.architecture import UnitSymmetry, mlp_unit_symmetries
+from thermonet.api.architecture import (
+    UnitSymmetry,
+    mlp_param_groups,
+    mlp_unit_symmetries,
+)
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
@@ -318,15 +322,7 @@ class RegressionMLP(Architecture):
         return mlp_unit_symmetries(self.widths, self.hidden_activation == "tanh")
 
     def param_groups(self) -> dict[str, slice]:
-        groups: dict[str, slice] = {}
-        pos = 0
-        for layer in range(len(self.widths) - 1):
-            n_in, n_out = int(self.widths[layer]), int(self.widths[layer + 1])
-            groups[f"layer{layer + 1}.weight"] = slice(pos, pos + n_in * n_out)
-            pos += n_in * n_out
-            groups[f"layer{layer + 1}.bias"] = slice(pos, pos + n_out)
-            pos += n_out
-        return groups
+        return mlp_param_groups(self.widths)
 
     def potential(self, data: Any = None, **options: Any) -> RegressionPotential:
         """Bind to a data set with ``.x`` and real-valued ``.y`` (or ``x=``, ``y=``)."""
