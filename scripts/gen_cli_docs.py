@@ -20,9 +20,9 @@ from thermonet.cli.docgen import render, render_config
 root = pathlib.Path(__file__).resolve().parent.parent
 # the pages document this source tree: register the built-ins its setup.cfg declares where the
 # installed entry-point metadata lags behind it (an editable install made from an older tree),
-# exactly as the test suite does (tests/conftest.py), so both see the same plugins
+# exactly as the test suite does (tests/source_plugins.py), so both see the same plugins
 sys.path.insert(0, str(root))
-from tests.conftest import with_source_plugins  # noqa: E402
+from tests.source_plugins import with_source_plugins  # noqa: E402
 
 registry._entry_points = with_source_plugins(registry._entry_points)
 registry.refresh()

@@ -117,7 +117,7 @@ def test_kill_at_a_checkpoint_then_resume_is_exact(arm_cfg, tmp_path):
     victim = tmp_path / "victim"
     env = {**os.environ, "THERMONET_TEST_CRASH": "before-replace:checkpoint:3",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    code = "from tests.conftest import cli_with_source_plugins as m; m()"
+    code = "from tests.source_plugins import cli_with_source_plugins as m; m()"
     proc = subprocess.run([sys.executable, "-c", code, "-q", "run", str(arm_cfg), "--out",
                            str(victim)], env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
