@@ -244,7 +244,49 @@ def test_an_error_in_a_slot_ends_every_rank_with_one_report(mpiexec, straight, t
     _assert_same(straight, _tree(out))
 
 
+@pytest.mark.mpi
+def test_ranks_with_different_blas_backends_are_refused_before_anything_is_written(
+        mpiexec, tmp_path):
+    """Rank 0 on OpenBLAS and rank 1 on MKL (as two CPU models could each measure fastest):
+    the job stops with one line on every rank and leaves no run directory."""
+    from thermonet.kernels import backend
+
+    if backend.load_mkl()[0] is None:
+        pytest.skip("MKL is not installed: no second backend to disagree with")
+    out = tmp_path / "mixed"
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    environ.pop("CI", None)
+    rank = [sys.executable, "-m", "thermonet.cli", "-q", "run", str(RE_SMALL), "--out",
+            str(out), *_sets()]
+    res = subprocess.run([mpiexec, "-n", "1", "-env", "THERMONET_BLAS", "numpy", *rank, ":",
+                          "-n", "1", "-env", "THERMONET_BLAS", "mkl", *rank],
+                         env=environ, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert res.returncode != 0
+    assert "rank 0: numpy, rank 1: mkl" in res.stderr, res.stderr
+    assert "THERMONET_BLAS" in res.stderr and "Traceback" not in res.stderr
+    assert not out.exists()
+
+
 # --- without MPI --------------------------------------------------------------------------------
+
+def test_a_rank_that_disagrees_is_refused_on_every_rank_alike():
+    class TwoRanks:
+        size = 2
+
+        def __init__(self, values):
+            self.values = values
+
+        def allgather(self, value):
+            return list(self.values)
+
+    parallel.require_same(TwoRanks(["a", "a"]), "letters", "a", "fix it")   # agreeing: fine
+    with pytest.raises(ConfigError, match=r"different letters \(rank 0: a, rank 1: b\)"
+                       r".*; fix it") as err:
+        parallel.require_same(TwoRanks(["a", "b"]), "letters", "a", "fix it")
+    assert parallel.is_collective(err.value)
+    assert parallel.LOCAL.allgather(3) == [3]
+
 
 @pytest.mark.parametrize("n_items", [0, 1, 7, 8, 112])
 @pytest.mark.parametrize("size", [1, 2, 3, 8])

@@ -1,4 +1,5 @@
-"""A warm-up (ladder rounds, step-size re-tunes along the chain, per-rung masses) is
+"""A warm-up (ladder rounds, step-size re-tunes along the chain, per-rung masses, the
+measured step-size correction) is
 checkpointed: a run stopped or killed anywhere in it resumes bit for bit, with any number of
 workers."""
 
@@ -23,7 +24,8 @@ from thermonet.runner import Run, detach_log
 from thermonet.tempering import ReplicaExchange
 
 # two ladder rounds (4 + 8 iterations) and 6 iterations of mass estimation, each followed by a
-# step-size warm-up of 12 transitions per rung along the chain; checkpoints every 3 iterations
+# step-size warm-up of 12 transitions per rung along the chain, then 6 iterations measuring the
+# acceptance for the step-size correction; checkpoints every 3 iterations
 RUN = """
 [run]
 seed = 11
@@ -50,6 +52,7 @@ swap_scheme = "deo"
 adapt_rounds = 2
 adapt_round_length = 4
 adapt_masses = 6
+retune_iterations = 6
 anchors = [1.0]
 """
 
@@ -67,12 +70,14 @@ def _state(run_dir):
     return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
             "slots": ck.slots, "temperatures": ck.temperatures, "masses": ck.masses_k,
             "rounds": ck.counters.get("ladder_rounds"), "warmup": ck.counters.get("warmup"),
+            "retune": ck.counters.get("step_size_retune"),
             "trace": read_trace(run_dir, samples=True)}
 
 
 def _assert_same(a, b):
     assert a["iteration"] == b["iteration"] and a["rng"] == b["rng"]
     assert a["rounds"] == b["rounds"] and a["warmup"] is None and b["warmup"] is None
+    assert a["retune"] == b["retune"]
     for key in ("replica", "temperatures", "masses"):
         assert np.array_equal(a[key], b[key]), key
     for name in a["slots"]:
@@ -100,6 +105,12 @@ def test_the_warm_up_adapts_and_freezes_as_configured(straight):
     t = straight["temperatures"]
     assert t[0] == 0.1 and np.isinf(t[-1]) and 1.0 in t
     assert not np.array_equal(t[1:4], [0.3, 2.0, 4.0][:3])          # the free rungs moved
+    retune = straight["retune"]
+    assert [(r["stage"], r["round"], r["iterations"]) for r in retune] == [
+        ("retune", 1, 6), ("retune", 2, 6)]
+    # production runs at the corrected step sizes; the prior rung has none
+    assert retune[-1]["step_size"][-1] is None and retune[-1]["acceptance"][-1] is None
+    assert np.array_equal(straight["slots"]["step_size"][:-1], retune[-1]["step_size"][:-1])
 
 
 def test_workers_do_not_change_a_warmed_up_run(cfg_path, tmp_path, straight):
@@ -125,13 +136,15 @@ def test_a_hard_kill_after_any_warm_up_checkpoint_resumes_bit_for_bit(cfg_path, 
     detach_log()
     monkeypatch.setattr(Run, "write_checkpoint", write)
     seen = {(p["stage"], p["phase"], p["done"] > 0) for _, p in snapshots}
-    # inside the ladder rounds, the mass estimation and the step-size re-tunes, and between
+    # inside the ladder rounds, the mass estimation, the step-size re-tunes and the measured
+    # correction, and between
     assert seen == {(stage, phase, inside) for stage in ("ladder", "masses")
-                    for phase in ("sample", "tune") for inside in (False, True)}
+                    for phase in ("sample", "tune") for inside in (False, True)} | {
+                        ("retune", "sample", False), ("retune", "sample", True)}
     # every phase at 0 and every 3 inside: round 1 (4 iterations) at 0, 3; its re-tune (12
     # transitions per rung) at 0, 3, 6, 9; round 2 (8) at 0, 3, 6; re-tune at 0, 3, 6, 9;
-    # masses (6) at 0, 3; re-tune at 0, 3, 6, 9
-    assert len(snapshots) == 19
+    # masses (6) at 0, 3; re-tune at 0, 3, 6, 9; two correction rounds (6 each) at 0, 3
+    assert len(snapshots) == 23
     for n, (where, _) in enumerate(snapshots):
         assert ckpt.read_checkpoint(where).iteration == 0
         Run.open(where, workers=1 + n % 2).run()
@@ -160,7 +173,10 @@ def _sigterm_on(monkeypatch, method, n):
     ("adapt_part", 2, "ladder", "tune"),      # in the first round's step-size re-tune
     ("step", 16, "masses", "sample"),         # in the mass estimation
     ("adapt_part", 10, "masses", "tune"),     # in the re-tune after the masses
-    ("adapt_part", 12, "done", "sample"),     # in its last part: the warm-up is over
+    ("adapt_part", 12, "retune", "sample"),   # in its last part: the correction is next
+    ("step", 20, "retune", "sample"),         # measuring the acceptance for the correction
+    ("step", 27, "retune", "sample"),         # in the second correction round
+    ("step", 30, "done", "sample"),           # in its last iteration: the warm-up is over
 ])
 def test_sigterm_during_the_warm_up_stops_and_resumes_bit_for_bit(
         cfg_path, tmp_path, straight, monkeypatch, method, n, stage, phase):

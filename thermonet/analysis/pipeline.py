@@ -423,6 +423,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     # the warm-up's ladder adaptation, if any: each round's barrier estimate and ladder
     out["ladder_rounds"] = list(ck.counters.get("ladder_rounds", []))
     out["per_rung_masses"] = ck.masses_k is not None
+    # the warm-up's step-size correction, if any: the acceptance it measured per rung
+    out["step_size_retune"] = ck.counters.get("step_size_retune")
     # an unfinished warm-up (stopped in it): where it stands; None once the ladder is frozen
     out["warmup"] = ck.counters.get("warmup")
     if k > 1 and n > 0:

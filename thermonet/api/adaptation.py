@@ -16,11 +16,15 @@ state, so the sampler or the engine owns the loop and can checkpoint between tra
 * :func:`dual_averaging_start`, :func:`dual_averaging_update`, :func:`dual_averaging_step_size`
   (dt for the next transition) and :func:`dual_averaging_final` (the averaged dt to freeze);
 * :func:`warmup_windows`: Stan's window lengths; dual averaging restarts at each boundary.
+
+After the adaptation, a rate measured at the frozen dt over many transitions can correct dt in
+one step: :func:`corrected_step_size`.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -123,6 +127,62 @@ def acceptance_probability(log_accept_ratio: float) -> float:
     if not math.isfinite(log_accept_ratio):
         return 0.0
     return min(1.0, math.exp(min(log_accept_ratio, 0.0)))
+
+
+#: the most a measured correction changes dt by (either way)
+CORRECTION_MAX = 4.0
+#: the range of the acceptance law's order a secant may give (else the default order)
+ORDER_RANGE = (1.0, 6.0)
+#: the smallest |ln(dt1/dt0)| from which the order is fitted (closer points: too noisy)
+ORDER_MIN_LOG_STEP = 0.1
+
+
+def _law_z(rate: float, n_transitions: float) -> float:
+    """``Phi^-1(a/2)`` (< 0) of a rate kept half a transition away from 0 and 1."""
+    n = max(float(n_transitions), 1.0)
+    a = min(max(float(rate), 0.5 / n), 1.0 - 0.5 / n)
+    return statistics.NormalDist().inv_cdf(a / 2.0)
+
+
+def corrected_step_size(step_size: float, rate: float, target: float, n_transitions: float,
+                        *, order: float = 2.0) -> float:
+    """The step size whose acceptance rate is ``target``, from ``rate`` measured at
+    ``step_size`` over ``n_transitions`` transitions.
+
+    Uses the law of HMC's acceptance in high dimension, ``a = 2 Phi(-c dt**order)`` (Beskos,
+    Pillai, Roberts, Sanz-Serna & Stuart 2013; ``order = 2`` for a fixed number of leapfrog
+    steps, whose energy error is O(dt^2)): ``c`` is solved from the measurement and dt from
+    the target, ``dt' = dt (Phi^-1(target/2) / Phi^-1(rate/2)) ** (1/order)``. The rate is kept
+    half a transition away from 0 and 1 and the change within a factor
+    :data:`CORRECTION_MAX`, so a rung that accepted everything or nothing moves by a bounded
+    step.
+    """
+    if not 0.0 < target < 1.0:
+        raise ConfigError(f"target acceptance = {target!r}; expected 0 < target < 1")
+    inv = statistics.NormalDist().inv_cdf
+    factor = (inv(target / 2.0) / _law_z(rate, n_transitions)) ** (1.0 / order)
+    factor = min(max(factor, 1.0 / CORRECTION_MAX), CORRECTION_MAX)
+    return float(step_size * factor)
+
+
+def law_order(earlier: tuple[float, float, float], later: tuple[float, float, float],
+              default: float = 2.0) -> float:
+    """The order p of the acceptance law ``a = 2 Phi(-c dt**p)`` through two measurements
+    ``(dt, rate, n_transitions)``: the slope of ``ln(-Phi^-1(a/2))`` against ``ln dt``.
+
+    Away from the asymptotic regime the acceptance falls faster than dt^2 (near a stiff
+    direction's stability limit the energy error grows steeply), so a correction with p = 2
+    overshoots; the secant through two rounds follows the real curve. ``default`` when the two
+    step sizes are closer than :data:`ORDER_MIN_LOG_STEP` in ln dt (the slope would be noise)
+    or the slope falls outside :data:`ORDER_RANGE` (noise, or a non-monotone curve).
+    """
+    (dt0, a0, n0), (dt1, a1, n1) = earlier, later
+    step = math.log(dt1 / dt0)
+    if abs(step) < ORDER_MIN_LOG_STEP:
+        return float(default)
+    p = (math.log(-_law_z(a1, n1)) - math.log(-_law_z(a0, n0))) / step
+    lo, hi = ORDER_RANGE
+    return float(p) if math.isfinite(p) and lo <= p <= hi else float(default)
 
 
 def bracket_search(rate_at: Callable[[float], float], step_size: float,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -108,6 +109,18 @@ class Sampler(abc.ABC):
         ``adapt(state, rng)``. Default (``adapt_transitions() == 0``): the whole of
         :meth:`adapt` in the part that starts at 0."""
         return (self.adapt(state, rng) if start == 0 else state), None
+
+    def correct_step_size(self, state: Any,
+                          measured: Sequence[tuple[float, float, float]]) -> Any:
+        """``state`` with its step size corrected towards the sampler's acceptance target.
+
+        ``measured``: ``(step size, acceptance rate, transitions)`` of every correction round
+        at this rung so far, oldest first, each measured over the frozen chain as in
+        production (the warm-up's last stage); the last was measured at ``state``'s step size.
+        :func:`thermonet.api.adaptation.corrected_step_size` and
+        :func:`~thermonet.api.adaptation.law_order` do the arithmetic for HMC-like samplers.
+        Default: ``state`` unchanged (no target)."""
+        return state
 
     def state_energy(self, state: Any) -> float:
         """``E`` of ``state`` recomputed from its configuration (a resumed run compares it with

@@ -92,6 +92,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     from thermonet.errors import ConfigError
 
     job = parallel.world(executor)
+    parallel.require_same_backend(job)
     run = Path(run_dir)
     out = Path(prefix) if prefix is not None else run / "analysis"
     if (out.parent.resolve() == run.resolve() and out.name in _RUN_FILES) or \

@@ -84,6 +84,7 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
     cfg = evcfg.load(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
     job = parallel.world(cfg["evidence"]["executor"])   # under MPI rank 0 speaks
+    parallel.require_same_backend(job)
     q = _quiet(ctx, quiet) or not job.is_root
     if not q:
         click.echo(f"evidence directory: {out}", err=True)

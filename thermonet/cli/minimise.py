@@ -388,6 +388,7 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     from thermonet.registry import get_architecture
 
     job = parallel.world(executor)
+    parallel.require_same_backend(job)
     if out_path is not None:
         # numpy.save's naming, kept: "--out minima" writes minima.npy
         if not out_path.endswith(".npy"):

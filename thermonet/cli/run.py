@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from thermonet.cli.options import RunProgress, is_quiet
+from thermonet.tempering.warmup import STAGE_NAMES
 
 
 @click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
@@ -171,7 +172,7 @@ def info(run_dir: str, as_json: bool) -> None:
     warm = s.get("warmup")
     if warm:
         where = (f"ladder round {warm['round'] + 1}" if warm["stage"] == "ladder"
-                 else "the mass estimation")
+                 else STAGE_NAMES.get(warm["stage"], warm["stage"]))
         click.echo(f"ladder     in the warm-up ({where}, {warm['phase']}): not frozen yet; "
                    f"continue with `thermonet resume {s['run_dir']}`")
     elif rounds:
@@ -180,6 +181,12 @@ def info(run_dir: str, as_json: bool) -> None:
                    f"({sum(r['iterations'] for r in rounds)} iterations), barrier Lambda "
                    f"{path}, then frozen" + ("; per-rung masses" if s.get("per_rung_masses")
                                              else ""))
+    retune = s.get("step_size_retune")
+    if retune and not warm:
+        measured = [[a for a in r["acceptance"] if a is not None] for r in retune]
+        spans = ", ".join(f"{min(a):.2f}-{max(a):.2f}" for a in measured if a)
+        click.echo(f"step sizes corrected in {len(retune)} rounds of {retune[0]['iterations']} "
+                   f"warm-up iterations (acceptance measured {spans}), then frozen")
     click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10}")
     for k, t in enumerate(s["temperatures"]):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None

@@ -151,6 +151,16 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                      ("warm-up iterations (after any ladder adaptation) from which each rung's "
                       "diagonal mass matrix is estimated (inverse sampled variances), then "
                       "frozen; 0: the [sampler] mass setting at every rung")),
+    "retune_iterations": (0, (int,), _NONNEG_INT,
+                          ("warm-up iterations per correction round (after the ladder and "
+                           "masses), with swaps as in production and step sizes frozen, over "
+                           "which each rung's acceptance rate is measured; then each rung's "
+                           "step size is corrected towards the sampler's target (HMC: the law "
+                           "a = 2 Phi(-c dt^2)); frozen after the last round; 0: no "
+                           "correction")),
+    "retune_rounds": (2, (int,), _POS_INT,
+                      ("rounds of the step-size correction (the law is accurate near the "
+                       "target only, so a second round fixes what the first could not)")),
     "anchors": ([], (list,), _POSITIVE_LIST,
                 ("temperatures of the initial ladder that ladder adaptation never moves "
                  "(e.g. [1.0] to keep the posterior's own rung); the two ends never move")),

@@ -55,6 +55,10 @@ class World(Protocol):
         see: without this they would wait for it forever)."""
         ...
 
+    def allgather(self, value: Any) -> list[Any]:
+        """``value`` of every rank, in rank order, on every rank."""
+        ...
+
     def share(self, run: Callable[[list[Any]], list[T]], items: Iterable[Any]) -> list[T]:
         """``run(block)`` on each rank's contiguous block of ``items``, which must return one
         result per item; every rank gets all the results, in the order of ``items``. An error
@@ -84,6 +88,9 @@ class LocalWorld:
     def share(self, run: Callable[[list[Any]], list[T]], items: Iterable[Any]) -> list[T]:
         return run(list(items))
 
+    def allgather(self, value: Any) -> list[Any]:
+        return [value]
+
 
 #: the world of a process that is not part of an MPI job
 LOCAL = LocalWorld()
@@ -95,6 +102,33 @@ def mark_collective(err: BaseException) -> BaseException:
     with contextlib.suppress(AttributeError):   # exceptions with __slots__
         err.thermonet_collective = True  # type: ignore[attr-defined]
     return err
+
+
+def require_same(job: World, what: str, value: Any, fix: str) -> None:
+    """Refuse, on every rank alike, a job whose ranks hold different ``value``s of ``what``
+    (a result that depends on it would then depend on the ranks)."""
+    if job.size <= 1:
+        return
+    values = job.allgather(value)
+    if len({repr(v) for v in values}) > 1:
+        from thermonet.errors import ConfigError
+
+        shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+        raise mark_collective(ConfigError(
+            f"the MPI ranks use different {what} ({shown}); expected the same on every rank, "
+            f"or the results would depend on how the work is spread; {fix}"))
+
+
+def require_same_backend(job: World) -> None:
+    """:func:`require_same` for the kernels' BLAS backend: ranks on different CPUs may each
+    measure a different one fastest (:mod:`thermonet.kernels.calibration`), and the
+    products' last bits differ between MKL and OpenBLAS."""
+    if job.size <= 1:
+        return
+    from thermonet.kernels import blas
+
+    require_same(job, "BLAS backends", str(blas.BACKEND),
+                 "set THERMONET_BLAS=numpy (or mkl) in the environment of every rank")
 
 
 def is_collective(err: BaseException) -> bool:

@@ -40,6 +40,7 @@ from thermonet.io import checkpoint as ckpt
 from thermonet.io import rundir, trace
 from thermonet.io.atomic import check_output_dir, write_text
 from thermonet.io.lock import DirLock
+from thermonet.runner.compile_notice import warm_kernels
 from thermonet.runner.components import (
     EXTENDABLE,
     Components,
@@ -108,6 +109,7 @@ class Run:
         """
         run_dir = Path(run_dir)
         world = parallel.world(cfg["run"]["executor"])
+        parallel.require_same_backend(world)        # before anything is written
         lock = world.on_root(lambda: _claim_new(run_dir, cfg, overwrite))
         try:
             with interrupt.handling() as stop:
@@ -138,6 +140,8 @@ class Run:
                 log.info("initialising %d replica(s) of %s on %s", engine.n_slots,
                          components.arch.describe(), cfg["data"]["name"])
                 log.info("matrix products: %s (%s)", blas_backend(), blas_choice()["reason"])
+                warm_kernels(engine.samplers[0], components.arch.initial_draw(
+                    np.random.default_rng(0)), components.arch.describe())
                 state = initial_state(components, streams)
                 counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
         except interrupt.RunInterrupted as err:
@@ -218,6 +222,7 @@ class Run:
         streams = engine.make_streams(cfg["run"]["seed"])
         restore_streams(streams, ck.rng_states)
         slots = unstack_slots(type(engine.samplers[0]).State, ck.slots, engine.n_slots)
+        warm_kernels(engine.samplers[0], slots[0].theta, components.arch.describe())
         # the data or architecture must give the stored energies back exactly
         for k, slot in enumerate(slots):
             energy = engine.samplers[k].state_energy(slot)
@@ -228,6 +233,7 @@ class Run:
                     f"{slot.energy:.10g} in the checkpoint; the data set or architecture "
                     "changed. Start a new run with --out")
         now = blas_backend()
+        parallel.require_same_backend(parallel.world_of(engine.executor))
         if ck.blas_backend and ck.blas_backend != now:
             log.warning("the checkpoint was written with BLAS backend %r and this process uses "
                         "%r: the continuation is statistically equivalent but will not repeat "
@@ -240,8 +246,9 @@ class Run:
                   ck.created_utc)
         run.committed = ck.iteration
         if "warmup" in ck.counters:
-            run.warmup = WarmUpState.restore(ck.counters["warmup"],
-                                             ck.counters.get("ladder_rounds", []), ck.warmup)
+            records = [*ck.counters.get("ladder_rounds", []),
+                       *ck.counters.get("step_size_retune", [])]
+            run.warmup = WarmUpState.restore(ck.counters["warmup"], records, ck.warmup)
         return run, rewrite
 
     def close(self) -> None:
@@ -398,8 +405,7 @@ class Run:
             nonlocal t_last
             self.state = state
             self.warmup = None if position.finished else position
-            if warm.rounds:
-                self.counters["ladder_rounds"] = list(position.records)
+            self.counters.update(position.counters())
             t_last = self._add_elapsed(t_last)
             self.write_checkpoint()
 
@@ -409,16 +415,14 @@ class Run:
         if not position.finished:
             assert stop.signum is not None
             name = interrupt.signal_name(stop.signum)
-            where = (f"round {position.round + 1} of {warm.rounds} of the ladder adaptation"
-                     if position.stage == "ladder" else "the mass estimation")
+            where = position.where(warm.rounds)
             log.info("stopped by %s during the warm-up (%s)", name, where)
             raise interrupt.RunInterrupted(
                 stop.signum, f"stopped by {name} during the warm-up ({where}); the checkpoint "
                 f"{self.dir / ckpt.CHECKPOINT} is complete; continue with `thermonet resume "
                 f"{self.dir}`")
-        if position.records:
-            log.info("ladder frozen: barrier estimate Lambda = %.3g (last round)",
-                     position.records[-1]["barrier"])
+        for line in position.summary():
+            log.info("%s", line)
 
     def _add_elapsed(self, since: float) -> float:
         now = time.monotonic()

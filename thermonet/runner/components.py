@@ -205,12 +205,17 @@ def initial_state(components: Components, streams: Streams) -> REState:
 
 def warm_up_plan(components: Components) -> WarmUp:
     """The warm-up ``[ladder]`` asks for: ``adapt_rounds`` ladder rounds from
-    ``adapt_round_length`` iterations, then ``adapt_masses`` iterations of mass estimation."""
+    ``adapt_round_length`` iterations, then ``adapt_masses`` iterations of mass estimation,
+    then ``retune_rounds`` rounds of ``retune_iterations`` iterations, each measuring the
+    acceptance for a step-size correction."""
     cfg = components.cfg
     lad = cfg["ladder"]
     return WarmUp(components.engine, rounds=lad["adapt_rounds"],
                   first_length=lad["adapt_round_length"], anchors=lad["anchors"],
-                  mass_iterations=lad["adapt_masses"], adapt_factor=cfg["run"]["adapt_factor"])
+                  mass_iterations=lad["adapt_masses"],
+                  retune_iterations=lad["retune_iterations"],
+                  retune_rounds=lad["retune_rounds"],
+                  adapt_factor=cfg["run"]["adapt_factor"])
 
 
 __all__ = ["EXTENDABLE", "Components", "blas_backend", "blas_choice", "build",

@@ -9,6 +9,7 @@ Hamiltonian dynamics", Handbook of MCMC (2011), Secs. 5.1 (walls) and 4.2 (step 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -311,6 +312,24 @@ class HMC(Sampler):
         else:
             dt = bracket_search(self, state, rng, factor)
         return state._replace(step_size=dt)
+
+    def correct_step_size(self, state: HMCState,
+                          measured: Sequence[tuple[float, float, float]]) -> HMCState:
+        """``state`` with dt moved towards the target acceptance (``target_accept`` for the
+        dual-averaging methods, the window's centre for "original") from the last measured
+        rate (:func:`thermonet.api.adaptation.corrected_step_size`), with the law's order
+        fitted through the last two rounds where they allow it
+        (:func:`~thermonet.api.adaptation.law_order`, else 2); unchanged with
+        ``adapt_method = "fixed"``."""
+        c = self.config
+        if c.adapt_method == "fixed" or not measured:
+            return state
+        target = (c.target_accept if c.adapt_method in ("chain", "dual-averaging")
+                  else 0.5 * sum(c.accept_window))
+        order = adaptation.law_order(measured[-2], measured[-1]) if len(measured) > 1 else 2.0
+        _, rate, n = measured[-1]
+        dt = adaptation.corrected_step_size(state.step_size, rate, target, n, order=order)
+        return state._replace(step_size=min(dt, self.step_size_max))
 
     # -- adaptation along the chain (warm-up only) -------------------------------------------
 

@@ -338,6 +338,18 @@ class ReplicaExchange:
 
         return state._replace(slots=tuple(self._map_slots(run, rngs)))
 
+    def correct_step_sizes(self, state: REState,
+                           measured_k: Sequence[Sequence[tuple[float, float, float]]]
+                           ) -> REState:
+        """Every sampled slot's step size corrected from its measurements ``measured_k[k]``
+        (``(step size, acceptance rate, transitions)`` per round, oldest first;
+        :meth:`thermonet.api.Sampler.correct_step_size`); a prior rung has none. No
+        randomness."""
+        slots = tuple(s if isinstance(self.samplers[k], PriorRung)
+                      else self.samplers[k].correct_step_size(s, measured_k[k])
+                      for k, s in enumerate(state.slots))
+        return state._replace(slots=slots)
+
     def _map_slots(self, fn: Callable[[int], Any], rngs: Sequence[np.random.Generator]
                    ) -> list[Any]:
         """``[fn(k) for every slot k]`` on the executor, where ``fn(k)`` draws only from

@@ -1,11 +1,19 @@
-"""The warm-up of a replica-exchange run: ladder adaptation in rounds, per-rung masses, then a
-frozen ladder; resumable at its checkpoints.
+"""The warm-up of a replica-exchange run: ladder adaptation in rounds, per-rung masses, a
+measured step-size correction, then a frozen ladder; resumable at its checkpoints.
 
 Round r runs ``first_length * 2**r`` iterations of the engine on the current ladder, measures
 each pair's swap rejection rate, and moves the rungs to equalise it
 (:func:`thermonet.tempering.ladder_adaptation.equalised_betas`); the slots keep their
 configurations and re-tune their step sizes at the new temperatures. Optionally a diagonal
-mass matrix per rung is then estimated and installed (:func:`adapt_masses`). After the warm-up
+mass matrix per rung is then estimated and installed (:func:`adapt_masses`). Optionally the
+engine then runs ``retune_rounds`` rounds of ``retune_iterations`` iterations exactly as in
+production (swaps on, step sizes frozen), measures each rung's acceptance rate over every
+replica that passed it, and after each round corrects each rung's step size towards the
+sampler's target (:meth:`thermonet.api.Sampler.correct_step_size`): the re-tune along the
+chain before it sees only the replica sitting at the rung and ends on a short dual-averaging
+window, so its rates scatter around the target by more than production can tolerate. The
+correction uses an asymptotic law of the acceptance, accurate near the target only, so a
+second round corrects what the first could not. After the warm-up
 the ladder and masses are frozen, so production is an exact Markov chain. Each round's ladder,
 rejection rates and barrier estimate ``Lambda = sum_j r_j`` are returned for the run's record.
 
@@ -36,9 +44,13 @@ from thermonet.errors import CheckpointMismatchError
 from thermonet.tempering.exchange import REInfo, ReplicaExchange, REState, Streams
 from thermonet.tempering.ladder import Ladder
 from thermonet.tempering.ladder_adaptation import equalised_betas, rejection_rates
+from thermonet.tempering.prior_rung import PriorRung
 
 #: the stages of a warm-up, in order
-STAGES = ("ladder", "masses", "done")
+STAGES = ("ladder", "masses", "retune", "done")
+#: how a stage is named in messages
+STAGE_NAMES = {"ladder": "the ladder adaptation", "masses": "the mass estimation",
+               "retune": "the step-size correction", "done": "the end of the warm-up"}
 #: the phases of a stage: sample with the current ladder, then re-tune the step sizes
 PHASES = ("sample", "tune")
 
@@ -56,13 +68,15 @@ class WarmUpState:
 
     ``sums`` holds the running sums of the sampling phase: swap attempts and acceptances per
     pair in a ladder round (``attempted``, ``accepted``), the parameters and their squares
-    per rung while the masses are estimated (``total``, ``total_sq``); in a re-tune, the
-    samplers' carry (``carry``, (K, m): HMC's dual-averaging state per rung).
+    per rung while the masses are estimated (``total``, ``total_sq``), accepted transitions
+    and transitions per rung while the acceptance is measured (``accepted``, ``transitions``);
+    in a re-tune, the samplers' carry (``carry``, (K, m): HMC's dual-averaging state per
+    rung).
     """
 
     stage: str = "done"       #: one of :data:`STAGES`
     phase: str = "sample"     #: one of :data:`PHASES`
-    round: int = 0            #: ladder round (0-based) while ``stage == "ladder"``
+    round: int = 0            #: ladder or correction round (0-based) in those stages
     done: int = 0             #: iterations (sample) or transitions per rung (tune) done
     iteration: int = 0        #: warm-up iterations so far (the swap scheme's clock)
     records: list[dict[str, Any]] = field(default_factory=list)   #: one per finished round
@@ -77,6 +91,34 @@ class WarmUpState:
         """Everything but ``sums`` and ``records``, JSON-ready."""
         return {"stage": self.stage, "phase": self.phase, "round": self.round,
                 "done": self.done, "iteration": self.iteration}
+
+    def counters(self) -> dict[str, list[dict[str, Any]]]:
+        """The records a run keeps in its checkpoint: ``ladder_rounds`` (one per ladder
+        round) and ``step_size_retune`` (one per correction round), where there are any."""
+        out = {"ladder_rounds": [r for r in self.records if "barrier" in r],
+               "step_size_retune": [r for r in self.records if r.get("stage") == "retune"]}
+        return {k: v for k, v in out.items() if v}
+
+    def where(self, rounds: int) -> str:
+        """Where the warm-up stands, for a message (``rounds``: the plan's ladder rounds)."""
+        if self.stage == "ladder":
+            return f"round {self.round + 1} of {rounds} of the ladder adaptation"
+        return STAGE_NAMES[self.stage]
+
+    def summary(self) -> list[str]:
+        """What the finished stages did, a line each: the frozen ladder's barrier, each
+        step-size correction's measured acceptance."""
+        lines = []
+        rounds = self.counters()
+        if "ladder_rounds" in rounds:
+            lines.append(f"ladder frozen: barrier estimate Lambda = "
+                         f"{rounds['ladder_rounds'][-1]['barrier']:.3g} (last round)")
+        for r in rounds.get("step_size_retune", []):
+            rate = [a for a in r["acceptance"] if a is not None]
+            lines.append(f"step sizes corrected (round {r['round']}) from the acceptance over "
+                         f"{r['iterations']} iterations (measured {min(rate):.2f}-"
+                         f"{max(rate):.2f})")
+        return lines
 
     @classmethod
     def restore(cls, position: dict[str, Any], records: list[dict[str, Any]],
@@ -99,7 +141,9 @@ class WarmUpState:
 
 class WarmUp:
     """The warm-up plan of one run: ``rounds`` ladder rounds from ``first_length`` iterations,
-    then ``mass_iterations`` iterations of mass estimation (0: none).
+    then ``mass_iterations`` iterations of mass estimation (0: none), then ``retune_rounds``
+    rounds of ``retune_iterations`` iterations, each measuring every rung's acceptance before
+    a correction of its step size (0 iterations: none).
 
     Parameters
     ----------
@@ -111,24 +155,37 @@ class WarmUp:
 
     def __init__(self, engine: ReplicaExchange, *, rounds: int = 0, first_length: int = 8,
                  anchors: Sequence[float] = (), mass_iterations: int = 0,
+                 retune_iterations: int = 0, retune_rounds: int = 2,
                  adapt_factor: float = 0.9) -> None:
         self.engine = engine
         self.rounds = int(rounds)
         self.first_length = int(first_length)
         self.anchors = tuple(float(a) for a in anchors)
         self.mass_iterations = int(mass_iterations)
+        self.retune_iterations = int(retune_iterations)
+        self.retune_rounds = int(retune_rounds)
         self.adapt_factor = adapt_factor
 
     def start(self, iteration: int = 0) -> WarmUpState:
         """The position before anything is done (``finished`` if there is nothing to do)."""
         ws = WarmUpState(iteration=int(iteration))
-        ws.stage = "ladder" if self.rounds else ("masses" if self.mass_iterations else "done")
+        ws.stage = self._stage_after(None)
         return ws
+
+    def _stage_after(self, stage: str | None) -> str:
+        """The first stage after ``stage`` (None: the first) that has work to do."""
+        wanted = {"ladder": self.rounds > 0, "masses": self.mass_iterations > 0,
+                  "retune": self.retune_iterations > 0 and self.retune_rounds > 0,
+                  "done": True}
+        later = STAGES if stage is None else STAGES[STAGES.index(stage) + 1:]
+        return next(s for s in later if wanted[s])
 
     def length(self, ws: WarmUpState) -> int:
         """Iterations of the current sampling phase."""
         if ws.stage == "ladder":
             return self.first_length * 2 ** ws.round
+        if ws.stage == "retune":
+            return self.retune_iterations
         return self.mass_iterations
 
     def run(self, state: REState, streams: Streams, ws: WarmUpState, *, every: int = 0,
@@ -149,7 +206,9 @@ class WarmUp:
                         save(state, ws)
                         if stop():
                             return state, ws
-                self._finish_sampling(ws)
+                state = self._finish_sampling(ws, state)
+                if ws.stage == "retune":
+                    self._next_stage(ws)     # the correction is the whole stage: no re-tune
             else:
                 state, stopped = self._tune(state, streams, ws, every, save, stop)
                 if stopped:
@@ -190,15 +249,38 @@ class WarmUp:
             ws.sums["attempted"] += info.swap_attempted_k
             ws.sums["accepted"] += info.swap_accepted_k
             return
+        if ws.stage == "retune":
+            if not ws.sums:
+                ws.sums = {"accepted": np.zeros(self.engine.n_slots),
+                           "transitions": np.zeros(self.engine.n_slots)}
+            ws.sums["accepted"] += info.n_accepted_k
+            ws.sums["transitions"] += self.engine.n_trajectories
+            return
         theta = np.stack([s.theta for s in state.slots])
         if not ws.sums:
             ws.sums = {"total": np.zeros_like(theta), "total_sq": np.zeros_like(theta)}
         ws.sums["total"] += theta
         ws.sums["total_sq"] += theta * theta
 
-    def _finish_sampling(self, ws: WarmUpState) -> None:
-        """Move the rungs (a ladder round) or install the masses, then go to the re-tune."""
+    def _finish_sampling(self, ws: WarmUpState, state: REState) -> REState:
+        """Move the rungs (a ladder round) or install the masses, then go to the re-tune; or
+        correct the step sizes from the measured acceptance (the end of the stage)."""
         engine = self.engine
+        if ws.stage == "retune":
+            sampled = [not isinstance(sm, PriorRung) for sm in engine.samplers]
+            record: dict[str, Any] = {
+                "stage": "retune", "round": ws.round + 1, "iterations": ws.done,
+                "measured_at": _per_slot([st.step_size for st in state.slots], sampled),
+                "acceptance": _per_slot(ws.sums["accepted"]
+                                        / np.maximum(ws.sums["transitions"], 1.0), sampled),
+                "transitions": _per_slot(ws.sums["transitions"], sampled)}
+            rounds = [r for r in ws.records if r.get("stage") == "retune"] + [record]
+            measured = [[(r["measured_at"][k], r["acceptance"][k], r["transitions"][k])
+                         for r in rounds] if ok else [] for k, ok in enumerate(sampled)]
+            state = engine.correct_step_sizes(state, measured)
+            record["step_size"] = _per_slot([st.step_size for st in state.slots], sampled)
+            ws.records.append(record)
+            return state
         if ws.stage == "ladder":
             rejection = rejection_rates(ws.sums["attempted"], ws.sums["accepted"])
             ws.records.append({"round": ws.round + 1, "iterations": ws.done,
@@ -213,15 +295,22 @@ class WarmUp:
             engine.set_masses(list(mass_estimate(ws.sums["total"], ws.sums["total_sq"],
                                                  ws.done)))
         ws.phase, ws.done, ws.sums = "tune", 0, {}
+        return state
 
     def _next_stage(self, ws: WarmUpState) -> None:
         ws.phase, ws.done, ws.sums = "sample", 0, {}
-        if ws.stage == "ladder" and ws.round + 1 < self.rounds:
+        if ((ws.stage == "ladder" and ws.round + 1 < self.rounds)
+                or (ws.stage == "retune" and ws.round + 1 < self.retune_rounds)):
             ws.round += 1
-        elif ws.stage == "ladder" and self.mass_iterations:
-            ws.stage = "masses"
         else:
-            ws.stage = "done"
+            ws.stage = self._stage_after(ws.stage)
+            if ws.stage == "retune":
+                ws.round = 0
+
+
+def _per_slot(values: Any, sampled: Sequence[bool]) -> list[float | None]:
+    """``values`` as floats for JSON, None at the slots without a sampler of their own."""
+    return [float(v) if ok else None for v, ok in zip(values, sampled, strict=True)]
 
 
 def mass_estimate(total: np.ndarray, total_sq: np.ndarray, n: int) -> np.ndarray:
@@ -261,5 +350,5 @@ def adapt_masses(engine: ReplicaExchange, state: REState, streams: Streams, *,
     return state
 
 
-__all__ = ["PHASES", "STAGES", "WarmUp", "WarmUpState", "adapt_ladder", "adapt_masses",
-           "anchor_slots", "mass_estimate"]
+__all__ = ["PHASES", "STAGES", "STAGE_NAMES", "WarmUp", "WarmUpState", "adapt_ladder",
+           "adapt_masses", "anchor_slots", "mass_estimate"]
