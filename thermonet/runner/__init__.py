@@ -138,6 +138,10 @@ class Run:
                 log.info("initialising %d replica(s) of %s on %s", engine.n_slots,
                          components.arch.describe(), cfg["data"]["name"])
                 log.info("matrix products: %s (%s)", blas_backend(), blas_choice()["reason"])
+                if components.split is not None and \
+                        "standardisation" in components.split.train.provenance:
+                    log.info("data standardised by the training set's %s",
+                             components.split.train.provenance["standardisation"])
                 state = initial_state(components, streams)
                 counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
         except interrupt.RunInterrupted as err:

@@ -58,7 +58,7 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
     from thermonet.kernels import configure
 
     configure()
-    from thermonet.data import load_data
+    from thermonet.data import load_configured
     from thermonet.priors import BoxPrior
 
     if not isinstance(cfg, cfgmod.RunConfig):
@@ -67,7 +67,7 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
                                      **{k: v for k, v in cfg["architecture"].items()
                                         if k != "name"})
     uses_data = cfg["data"]["name"] != "none"
-    split = load_data(cfg["data"]["name"], test=cfg["data"]["test"]) if uses_data else None
+    split = load_configured(cfg["data"], cfg["run"]["seed"]) if uses_data else None
     potential = arch.potential(split.train) if split is not None else arch.potential()
     prior = BoxPrior.for_architecture(arch)
     gaussian = cfg["prior"]
