@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.config import budget
+from thermonet.config.data import DATA_KEYS, absolute_data_paths, resolve_data_file
 from thermonet.config.schema import (
     ResolvedConfig,
     apply_overrides,
@@ -77,36 +78,6 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                   "started several processes, else threads), threads, or mpi (docs/cluster.md); "
                   "never changes the result")),
 }
-DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
-    "name": ("D50", (str,), (lambda v: bool(v), "a data set name such as D500"),
-             "training set"),
-    "test": ("auto", (str,), (lambda v: v in ("auto", "complement", "official"),
-                              "one of auto, complement, official"), "test set"),
-    "path": ("", (str,), None,
-             ("a user's regression data file (.csv with a header row, or .npz); relative to "
-              "the configuration file. Empty: the named set")),
-    "inputs": ([], (list,), (lambda v: all(isinstance(c, str) for c in v),
-                             "a list of column names"),
-               "input columns of data.path (empty: every column but the outputs)"),
-    "outputs": ([], (list,), (lambda v: all(isinstance(c, str) for c in v),
-                              "a list of column names"), "target columns of data.path"),
-    "test_path": ("", (str,), None,
-                  "a second file with the same columns: the test set (relative as data.path)"),
-    "split_column": ("", (str,), None,
-                     "a column of data.path marking each case 0 (training) or 1 (test)"),
-    "test_fraction": (0.2, (float, int), (lambda v: 0 < v < 1, "a fraction in (0, 1)"),
-                      ("without test_path or split_column: this fraction of the cases, drawn "
-                       "from run.seed, is the test set")),
-    "standardise": (False, (bool,), None,
-                    ("shift and scale inputs and outputs by the training set's mean and "
-                     "standard deviation (errors are still reported in the file's units)")),
-    "sha256": ("", (str,), None,
-               ("checksum of data.path, recorded when a run starts; a changed file is "
-                "refused")),
-}
-#: [data] keys that only mean something with data.path
-FILE_DATA_KEYS = ("inputs", "outputs", "test_path", "split_column", "test_fraction",
-                  "standardise", "sha256")
 PRIOR_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "gaussian_std": (None, (float, int, dict), (
         lambda v: (all(isinstance(x, (int, float)) and x > 0 for x in v.values())
@@ -363,7 +334,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                             ("init", INIT_KEYS)):
         out[section], _ = resolve_section(section, doc.get(section, {}), schema, sources,
                                           given_sources)
-    _resolve_data_file(out["data"], sources, out["run"]["seed"])
+    resolve_data_file(out["data"], sources, out["run"]["seed"])
     configs: dict[str, Any] = {}
     arch_cls: Any = None
     for section, role in PLUGIN_SECTIONS.items():
@@ -407,35 +378,6 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     return RunConfig(out, sources, configs=configs, ladder=ladder, swap=swap)
 
 
-def _resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) -> None:
-    """Check a user's data file once, here: its columns, split and checksum (recorded in the
-    resolved configuration, so a resumed or analysed run reads the same bytes)."""
-    if not data["path"]:
-        given = [k for k in FILE_DATA_KEYS if data[k] != DATA_KEYS[k][0]]
-        if given:
-            raise ConfigError(f"data.{given[0]} is set but data.path is not; give the data "
-                              "file in data.path, or remove the key")
-        return
-    from thermonet.data import load_configured
-    from thermonet.errors import DataError
-
-    if sources.get("data.name") == "default":
-        data["name"] = "file"
-    if data["test"] != "auto":
-        raise ConfigError("data.test is for the named sets, not for data.path; split a file "
-                          "with data.test_path, data.split_column or data.test_fraction")
-    if data["test_path"] and data["split_column"]:
-        raise ConfigError("data.test_path and data.split_column both give the test set; "
-                          "keep one")
-    try:
-        split = load_configured(data, seed)
-    except DataError as err:
-        raise ConfigError(f"[data] {err}") from None
-    data["sha256"] = str(split.train.provenance["sha256"])
-    if not data["inputs"]:
-        data["inputs"] = list(split.train.provenance["inputs"])
-
-
 def _architecture(cls: Any, table: Mapping[str, Any]) -> Any:
     """The architecture of ``[architecture]`` (cheap: no parameters are allocated), or None
     for a plugin configured through a ``Config`` the constructor does not take."""
@@ -463,7 +405,7 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
     merged = dict(overrides or {})
     merged.update(commandline or {})
     raw = read_toml(path)
-    _absolute_data_paths(raw, Path(path).resolve().parent, merged)
+    absolute_data_paths(raw, Path(path).resolve().parent, merged)
     if not raw:
         raise ConfigError(
             f"config {path} is empty; expected at least one section (an empty file would run "
@@ -473,20 +415,6 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
     for key in commandline or {}:
         cfg.sources[key] = "commandline"
     return cfg
-
-
-def _absolute_data_paths(raw: dict[str, Any], config_dir: Path,
-                        overrides: dict[str, Any]) -> None:
-    """Make data.path and data.test_path absolute: from the file, relative to its directory;
-    from ``--set``, relative to the working directory (the resolved configuration a run
-    stores then works from anywhere)."""
-    data = raw.get("data")
-    for key in ("path", "test_path"):
-        if isinstance(data, dict) and isinstance(data.get(key), str) and data[key]:
-            data[key] = str((config_dir / Path(data[key]).expanduser()).resolve())
-        value = overrides.get(f"data.{key}")
-        if isinstance(value, str) and value:
-            overrides[f"data.{key}"] = str(Path(value).expanduser().resolve())
 
 
 def plan(cfg: RunConfig) -> str | None:
