@@ -119,3 +119,32 @@ def test_three_levels_need_ard_and_a_hierarchy():
         RegressionMLP(2, [3], 1, ard=True, ard_levels=4)
     arch = RegressionMLP(2, [3], 1, ard=True, ard_levels=3)
     assert arch.initial_hyper().size == 2 + 2 + 1 + 1       # inputs, bias, output, noise, top
+
+
+@pytest.mark.parametrize("extra", [
+    {"architecture.ard": True, "architecture.ard_levels": 3},
+    {"architecture.parameterisation": "scale"},
+], ids=["ard3", "scale"])
+def test_runs_resume_bit_for_bit(tmp_path, extra):
+    """A run with the top level (or the scale factors) in its state resumes bit for bit,
+    and the top level moved (its slice update ran)."""
+    from tests.test_regression_runner import ARM, _assert_same, _tree
+    from thermonet import checkpoint as ckpt
+    from thermonet import config as cfgmod
+    from thermonet.runner import Run, detach_log
+
+    cfg_path = tmp_path / "arm.toml"
+    cfg_path.write_text(ARM)
+    straight, half = tmp_path / "straight", tmp_path / "half"
+    Run.create(cfgmod.load(cfg_path, extra), straight).run()
+    Run.create(cfgmod.load(cfg_path, {**extra, "run.n_iterations": 4}), half).run()
+    detach_log()
+    Run.open(half, n_iterations=8).run()
+    detach_log()
+    _assert_same(_tree(straight), _tree(half))
+    hyper = ckpt.read_checkpoint(straight).slots["hyper"]
+    if "architecture.ard_levels" in extra:
+        assert hyper.shape == (2, 2 + 2 + 1 + 1)     # 2 inputs, bias, output, noise, top
+        assert not np.allclose(hyper[:, -1], 1.0)
+    else:
+        assert hyper.shape == (2, 1)                  # only the noise: the scales are in theta
