@@ -16,10 +16,13 @@ that every trajectory stays finite. Compared, in one process and interleaved rou
 * ``L calls``: the :class:`~thermonet.api.Potential` default trajectory: the same leapfrog
   driven from Python, one compiled energy-and-gradient call per step;
 * ``numpy``: a hand-written NumPy leapfrog with a NumPy forward and backward pass (float64,
-  one BLAS-backed matrix product per layer and direction).
+  one BLAS-backed matrix product per layer and direction);
+* ``scale (L calls)``: the same network in Neal's scale-factor parameterisation
+  (``parameterisation = "scale"``, docs/regression.md), whose trajectory is the Python-driven
+  default around the compiled gradient.
 
-All three start from the same state and must end at the same energy (checked, to 1e-9
-relative), so the ratios compare equal work. One thread (BLAS capped at 1). Prints, per
+The first three start from the same state and must end at the same energy (checked, to 1e-9
+relative), so their ratios compare equal work; the fourth moves 3 more coordinates. One thread (BLAS capped at 1). Prints, per
 implementation, the best and the median trajectories per second over the rounds and the
 ratios of the compiled kernel to the others, with the CPU model, flags and versions.
 """
@@ -101,8 +104,22 @@ def main() -> None:
         return numpy_trajectory(theta0.copy(), p0.copy(), pot.x, pot.y, pot.tau, prec, dt, L,
                                 16) + pot.const
 
-    impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref}
+    arch_s = RegressionMLP(2, [16], 2, parameterisation="scale")
+    pot_s = arch_s.potential(split.train)
+    q0 = np.concatenate([theta0, np.zeros(3)])
+    pq0 = np.concatenate([p0, rng.normal(size=3)])
+    _, gq0 = pot_s.energy_and_grad(q0)
+    gq0 = gq0.copy()
+    ones_s, hw_s = np.ones(q0.size), np.full(q0.size, 1e8)
+
+    def scaled():
+        q, p, g = q0.copy(), pq0.copy(), gq0.copy()
+        return pot_s.trajectory(q, p, g, ones_s, dt, L, lf.WALL_NONE, hw_s, 1e30)[0]
+
+    impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref,
+             "scale (L calls)": scaled}
     ends = {k: f() for k, f in impls.items()}         # also the warm-up (compiles)
+    ends.pop("scale (L calls)")
     ref = ends["numpy"]
     for k, e in ends.items():
         if not abs(e - ref) <= 1e-9 * abs(ref):
@@ -131,13 +148,13 @@ def main() -> None:
     print(f"robot arm 2-16-2 tanh, N = {len(pot.y)}, L = {L}, {args.rounds} rounds; "
           f"other processes used {statistics.median(others):.2f} cores (median)"
           if others else "")
-    print(f"{'implementation':<12} {'traj/s best':>12} {'median':>10} {'us/step':>9} "
+    print(f"{'implementation':<16} {'traj/s best':>12} {'median':>10} {'us/step':>9} "
           f"{'compiled is x faster (best, median)':>36}")
     best_c, med_c = max(rates["compiled"]), statistics.median(rates["compiled"])
     for k, r in rates.items():
         best, med = max(r), statistics.median(r)
         ratio = "" if k == "compiled" else f"{best_c / best:.1f}x, {med_c / med:.1f}x"
-        print(f"{k:<12} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36}")
+        print(f"{k:<16} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36}")
 
 
 if __name__ == "__main__":
