@@ -44,6 +44,14 @@ def test_csv_columns_and_fraction_split(csv_file):
     assert picked.train.y.shape == (32, 1)
 
 
+def test_csv_with_a_byte_order_mark_and_crlf_lines(tmp_path):
+    p = tmp_path / "w.csv"
+    p.write_bytes(b"\xef\xbb\xbfx,u\r\n1,2\r\n3,4\r\n5,6\r\n7,8\r\n# a comment\r\n9,10\r\n")
+    s = load_file_split(p, outputs=["u"], split_column="", test_fraction=0.2, seed=0)
+    rows = np.concatenate([s.train.x[:, 0], s.test.x[:, 0]])
+    assert sorted(rows.tolist()) == [1, 3, 5, 7, 9] and len(s.test) == 1
+
+
 def test_npz_arrays_test_file_and_split_column(tmp_path):
     np.savez(tmp_path / "tr.npz", x=X[:30], y=Y[:30], flag=(np.arange(30) % 3 == 0) * 1)
     np.savez(tmp_path / "te.npz", x=X[30:], y=Y[30:])

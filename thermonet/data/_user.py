@@ -62,7 +62,7 @@ def read_columns(path: str | pathlib.Path) -> dict[str, np.ndarray]:
 
 def _read_csv(p: pathlib.Path) -> dict[str, np.ndarray]:
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:   # a BOM is not a name
             rows = [r for r in csv.reader(fh)
                     if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
     except (OSError, UnicodeDecodeError) as err:
