@@ -106,9 +106,9 @@ def _build_model(cfg_toml: str, mnist_dir: str | None) -> tuple[Any, Any, Any]:
     arch = registry.get_architecture(cfg["architecture"]["name"], **settings)
     split = None
     if cfg["data"]["name"] != "none":
-        from thermonet.data import load_data
+        from thermonet.data import load_configured
 
-        split = load_data(cfg["data"]["name"], test=cfg["data"]["test"], mnist_dir=mnist_dir)
+        split = load_configured(cfg["data"], cfg["run"]["seed"], mnist_dir=mnist_dir)
     return arch, split, cfg
 
 
@@ -304,8 +304,11 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     uninformed = (math.log(n_classes), 1.0 - 1.0 / n_classes)
     if task == "regression" and split is not None:
         # predicting the training targets' mean everywhere: its test squared error
+        from thermonet.data import to_original_units
+
         mean = np.mean(split.train.y, axis=0)
-        uninformed = (math.nan, float(np.mean(np.sum((split.test.y - mean) ** 2, axis=1)))
+        f_te, y_te = to_original_units(split.test, np.broadcast_to(mean, split.test.y.shape))
+        uninformed = (math.nan, float(np.mean(np.sum((y_te - f_te) ** 2, axis=1)))
                       if n_test else math.nan)
     references = {"uninformed_per_point": uninformed[0],
                   "uninformed_error": uninformed[1],

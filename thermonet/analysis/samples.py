@@ -146,23 +146,27 @@ def evaluate_regression(arch: Any, theta_sp: FloatArray, *, train: Any = None,
     squared errors (:func:`squared_error`) of the network's outputs ``arch.predict(w, x)``;
     with ``predictive``, the squared error of the averaged outputs (the Bayesian predictive
     mean, Neal 1993) in ``predictive_test_error``. Energies are NaN: ``-ln p(D_test|w)``
-    needs the noise level of each sample, which the stored samples do not carry."""
+    needs the noise level of each sample, which the stored samples do not carry. Standardised
+    data (``[data] standardise``) are scored in the data file's units."""
+    from thermonet.data import to_original_units
+
     n_s = theta_sp.shape[0]
     nan_s = np.full(n_s, np.nan)
     err_tr, err_te = nan_s.copy(), nan_s.copy()
     mean_out: FloatArray | None = None
+    y_te: FloatArray | None = None
     for s in range(n_s):
         theta = np.ascontiguousarray(theta_sp[s])
         if train is not None and len(train.y):
-            err_tr[s] = squared_error(arch.predict(theta, train.x), train.y)
+            err_tr[s] = squared_error(*to_original_units(train, arch.predict(theta, train.x)))
         if test is not None and len(test.y):
-            f = np.asarray(arch.predict(theta, test.x), dtype=np.float64)
-            err_te[s] = squared_error(f, test.y)
+            f, y_te = to_original_units(test, arch.predict(theta, test.x))
+            err_te[s] = squared_error(f, y_te)
             if predictive:
                 mean_out = f.copy() if mean_out is None else mean_out + f
     perr = math.nan
-    if mean_out is not None:
-        perr = squared_error(mean_out / n_s, test.y)
+    if mean_out is not None and y_te is not None:
+        perr = squared_error(mean_out / n_s, y_te)
     return SampleEvaluation(err_tr, nan_s.copy(), err_te, math.nan, perr)
 
 

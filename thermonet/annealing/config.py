@@ -100,6 +100,10 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
                                           given_sources)
     out["data"], _ = cfgmod.resolve_section("data", doc.get("data", {}), cfgmod.DATA_KEYS,
                                            sources, given_sources)
+    if out["data"]["path"]:
+        raise ConfigError(f"data.path = {out['data']['path']!r}: thermonet anneal works on the "
+                          "named classification sets; run a user's regression file with "
+                          "thermonet run")
     for section, role in (("architecture", "architecture"), ("minimiser", "minimiser")):
         given = dict(doc.get(section, {}))
         name = given.pop("name", cfgmod.DEFAULT_NAMES[section])

@@ -23,7 +23,9 @@ likelihood factor ``tau^(NK/2) exp(-tau S)`` is raised to the power 1/T,
 
     tau | w, D  ~  Gamma(shape alpha/2 + N K/(2 T),  rate alpha/(2 mu) + S/T).
 
-At T = 1 both are the usual conjugate updates.
+At T = 1 both are the usual conjugate updates. A third level (:class:`TopLevel`, Rasmussen
+1996's prior on the input weights) is untempered too; its mean is updated by slice sampling
+(:func:`slice_top`), as its conditional is not a Gamma.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.types import IntArray
+from thermonet.types import FloatArray, IntArray
 
 
 @dataclass(frozen=True)
@@ -88,20 +90,99 @@ class HyperGroup:
 
 
 @dataclass(frozen=True)
+class TopLevel:
+    """A third level (Rasmussen 1996, Sec. 2.1): the precisions of the groups ``members``
+    have Gamma priors of Neal's shape ``unit_shape`` whose common *mean* is itself a
+    hyperparameter, with the Gamma prior ``prior`` (ARD: one group per input unit, one
+    common mean over the inputs)."""
+
+    name: str
+    members: tuple[int, ...]
+    prior: GammaPrior
+    unit_shape: float
+
+
+@dataclass(frozen=True)
 class HyperModel:
     """The hyperparameters of a potential, in the order of the state's ``hyper`` vector:
-    one precision per group, then the noise precision if ``noise`` is not None."""
+    one precision per group, then the noise precision if ``noise`` is not None, then the
+    mean precision of each top level (:class:`TopLevel`)."""
 
     groups: tuple[HyperGroup, ...]
     noise: GammaPrior | None
     n_residuals: int
+    tops: tuple[TopLevel, ...] = ()
 
     @property
     def n_hyper(self) -> int:
+        return len(self.groups) + (self.noise is not None) + len(self.tops)
+
+    @property
+    def top_offset(self) -> int:
+        """Index of the first top-level mean in the ``hyper`` vector."""
         return len(self.groups) + (self.noise is not None)
 
     def names(self) -> list[str]:
-        return [g.name for g in self.groups] + (["noise"] if self.noise is not None else [])
+        return ([g.name for g in self.groups] + (["noise"] if self.noise is not None else [])
+                + [t.name for t in self.tops])
+
+    def group_prior(self, g: int, hyper: FloatArray) -> GammaPrior:
+        """The Gamma prior of group g's precision given ``hyper``: its own hyperprior, or,
+        under a top level, shape ``unit_shape`` and mean the top level's current value."""
+        for j, top in enumerate(self.tops):
+            if g in top.members:
+                return GammaPrior(1.0 / math.sqrt(hyper[self.top_offset + j]), top.unit_shape)
+        return self.groups[g].prior
+
+
+def top_conditional(top: TopLevel, precisions: FloatArray) -> tuple[float, float, float]:
+    """``(c, b, d)``: the conditional of a top-level mean mu as a density of ``u = ln mu``.
+
+    Given the members' precisions ``r_i`` (I of them),
+
+        ln p(u | r) = c u - b e^u - d e^-u + const,
+        c = A/2 - I a/2,  b = A/(2 mu0),  d = (a/2) sum_i r_i,
+
+    with ``A``, ``mu0`` the top prior's shape and mean and ``a`` the members' shape (the
+    Gamma prior of mu, its Jacobian e^u, and ``prod_i Gamma(r_i; a/2, a/(2 mu))``). In mu it
+    is a generalised inverse Gaussian; in u it is log-concave, so a slice update is cheap."""
+    r = np.asarray(precisions, dtype=np.float64)
+    a = top.unit_shape
+    return (top.prior.gamma_shape - 0.5 * a * r.size, top.prior.gamma_rate,
+            0.5 * a * float(np.sum(r)))
+
+
+def slice_top(c: float, b: float, d: float, u0: float, rng: np.random.Generator,
+              width: float = 1.0, max_steps: int = 100) -> float:
+    """One slice-sampling update (Neal 2003, stepping out and shrinkage) of ``u`` under
+    ``ln f(u) = c u - b e^u - d e^-u``: leaves that density exactly invariant. Returns the
+    new u. Draws: one exponential, two uniforms for the interval, then one uniform per try."""
+    def logf(u: float) -> float:
+        if abs(u) > 700.0:    # beyond exp's range the density is zero to float precision
+            return -math.inf
+        return c * u - b * math.exp(u) - d * math.exp(-u)
+
+    level = logf(u0) - rng.exponential()
+    lo = u0 - width * rng.random()
+    hi = lo + width
+    # the step budget split at random between the two ends keeps the update exact
+    # (Neal 2003, Fig. 3)
+    left = int(max_steps * rng.random())
+    right = max_steps - 1 - left
+    while left > 0 and logf(lo) > level:
+        lo -= width
+        left -= 1
+    while right > 0 and logf(hi) > level:
+        hi += width
+        right -= 1
+    while True:
+        u = lo + (hi - lo) * rng.random()
+        if logf(u) > level:
+            return u
+        if u < u0:
+            lo = u
+        else:
+            hi = u
 
 
 def group_conditional(prior: GammaPrior, n: int, sum_sq: float, scale: float = 1.0

@@ -31,13 +31,15 @@ from thermonet.api.architecture import (
     mlp_param_groups,
     mlp_unit_symmetries,
 )
-from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel
+from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel, TopLevel
+from thermonet.architectures.scale_factors import ScaleFactorPotential, scale_factors
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_regression as kr
 from thermonet.types import FloatArray
 
 HIDDEN_ACTIVATIONS = {"tanh": k.HIDDEN_TANH, "logistic": 0}
+PARAMETERISATIONS = ("direct", "scale")
 
 #: rows per block: the robot arm's 200 cases are one block
 DEFAULT_BLOCK = 512
@@ -199,8 +201,21 @@ class RegressionMLP(Architecture):
         Neal's shape of the noise precision's Gamma prior.
     ard : bool
         One precision per input unit for the first layer's weights (Automatic Relevance
-        Determination; two levels: the top-level hyperprior of Rasmussen 1996 is not
-        implemented).
+        Determination).
+    ard_levels : {2, 3}
+        With ``ard``: 2 (default), each input's precision has the hyperprior
+        ``hyper_width``/``hyper_shape``; 3, Rasmussen (1996)'s three-level prior: each
+        input's precision is Gamma with shape ``ard_shape`` and a common mean, itself a
+        hyperparameter with the Gamma prior ``hyper_width``/``ard_top_shape``.
+    ard_shape : float
+        Neal's shape of the per-input precisions under the three-level prior (0.5).
+    ard_top_shape : float
+        Neal's shape of the top-level mean's Gamma prior (1, Rasmussen 1996).
+    parameterisation : {"direct", "scale"}
+        "direct" (default): the parameters are the weights, the group precisions are
+        hyperparameters (Gibbs-sampled by ``hmc-gibbs``). "scale": Neal (1993)'s scale
+        factors: the parameters are unit-variance weights then one log precision per group,
+        all moved by HMC (:mod:`thermonet.architectures.scale_factors`); same posterior.
     weight_std : float
         Initial (or, without hierarchy, fixed) prior width of every group (1: Rasmussen's
         initial phase, Sec. 2.3).
@@ -216,7 +231,11 @@ class RegressionMLP(Architecture):
                  noise_width: float = 0.05, noise_shape: float = 0.5,
                  hierarchical: bool = True, hyper_width: float = 0.05,
                  hyper_shape: float = 0.5, ard: bool = False, weight_std: float = 1.0,
-                 output_bias_std: float = 100.0) -> None:
+                 output_bias_std: float = 100.0, ard_levels: int = 2, ard_shape: float = 0.5,
+                 ard_top_shape: float = 1.0, parameterisation: str = "direct") -> None:
+        settings = dict(locals())
+        settings.pop("self")
+        settings.pop("__class__", None)
         hidden = [hidden] if isinstance(hidden, int) else list(hidden)
         widths = [n_inputs, *hidden, n_outputs]
         if any((not isinstance(w, (int, np.integer))) or w < 1 for w in widths) or not hidden:
@@ -234,10 +253,33 @@ class RegressionMLP(Architecture):
         self.hierarchical = bool(hierarchical)
         self.hyperprior = GammaPrior(hyper_width, hyper_shape)
         self.ard = bool(ard)
+        if ard_levels not in (2, 3) or isinstance(ard_levels, bool):
+            raise ConfigError(f"architecture.ard_levels = {ard_levels!r}; expected 2 (a Gamma "
+                              "hyperprior per input) or 3 (Rasmussen's common top level)")
+        if ard_levels == 3 and not (self.ard and self.hierarchical):
+            raise ConfigError("architecture.ard_levels = 3 needs ard = true and hierarchical "
+                              "= true (it puts a common prior over the per-input precisions)")
+        self.ard_levels = int(ard_levels)
+        self.top = (TopLevel("layer1.weight.ard", tuple(range(n_inputs)),
+                             GammaPrior(hyper_width, ard_top_shape),
+                             GammaPrior(hyper_width, ard_shape).shape)
+                    if self.ard_levels == 3 else None)
         self.weight_std = _positive("weight_std", weight_std)
         self.output_bias_std = _positive("output_bias_std", output_bias_std)
         self._n_params = int(k.n_params(self.widths))
         self._groups = self._make_groups()
+        if parameterisation not in PARAMETERISATIONS:
+            raise ConfigError(f"architecture.parameterisation = {parameterisation!r}; expected "
+                              f"one of {PARAMETERISATIONS}")
+        if parameterisation == "scale" and not (self.hierarchical and self.top is None):
+            raise ConfigError("architecture.parameterisation = 'scale' needs hierarchical = "
+                              "true and ard_levels = 2 (the scale factors replace the groups' "
+                              "Gibbs-sampled precisions)")
+        self.parameterisation = parameterisation
+        self.scaled = parameterisation == "scale"
+        #: the same network in the direct parameterisation (the scaled one evaluates it)
+        self.direct = self if not self.scaled else RegressionMLP(
+            **{**settings, "parameterisation": "direct"})
 
     def _make_groups(self) -> list[tuple[str, np.ndarray, float]]:
         """(name, parameter indices, precision scale) of every hyperparameter group."""
@@ -268,21 +310,28 @@ class RegressionMLP(Architecture):
         n_out = int(self.widths[-1])
         return np.arange(self._n_params - n_out, self._n_params)
 
+    def scale_groups(self) -> list[tuple[str, np.ndarray, float]]:
+        """(name, weight indices, precision scale) of every group with a hyperprior."""
+        return list(self._groups) if self.hierarchical else []
+
     def hyper_model(self, n_residuals: int) -> HyperModel:
         groups = tuple(HyperGroup(name, idx, self.hyperprior, scale)
-                       for name, idx, scale in self._groups) if self.hierarchical else ()
-        return HyperModel(groups, self.noise_prior, int(n_residuals))
+                       for name, idx, scale in self._groups) if (
+            self.hierarchical and not self.scaled) else ()
+        tops = (self.top,) if self.top is not None else ()
+        return HyperModel(groups, self.noise_prior, int(n_residuals), tops)
 
     def initial_hyper(self) -> FloatArray:
         """Initial precisions: ``1/weight_std^2`` per group, and 1 for an unknown noise
         precision (Rasmussen's initial phase has every variance at 1)."""
-        n = (len(self._groups) if self.hierarchical else 0) + (self.noise_prior is not None)
-        return np.full(n, 1.0 / self.weight_std ** 2)
+        n = (len(self._groups) if self.hierarchical and not self.scaled else 0) + (
+            self.noise_prior is not None)
+        return np.full(n + (self.top is not None), 1.0 / self.weight_std ** 2)
 
     def expand_hyper(self, hyper: FloatArray, scale: float) -> tuple[float, FloatArray]:
         """``(tau, prec)`` from the hyperparameter vector; ``prec`` already times ``scale``."""
         n_g = len(self._groups) if self.hierarchical else 0
-        want = n_g + (self.noise_prior is not None)
+        want = n_g + (self.noise_prior is not None) + (self.top is not None)
         if hyper.shape != (want,) or not np.all(np.isfinite(hyper)) or np.any(hyper <= 0):
             raise ConfigError(f"hyperparameters {hyper!r}; expected {want} positive finite "
                               "precisions")
@@ -298,22 +347,42 @@ class RegressionMLP(Architecture):
 
     @property
     def n_params(self) -> int:
-        return self._n_params
+        """The weights, then (``parameterisation = "scale"``) one log precision per group."""
+        return self._n_params + (len(self._groups) if self.scaled else 0)
 
     def fan_in(self) -> np.ndarray:
-        out = np.empty(self._n_params, dtype=np.int64)
-        k.fan_in(self.widths, out)
+        out = np.ones(self.n_params, dtype=np.int64)
+        k.fan_in(self.widths, out[:self._n_params])
         return out
+
+    def initial_draw(self, rng: np.random.Generator) -> FloatArray:
+        """The standard draw; with scale factors, the log precisions start at
+        ``ln(1/weight_std^2)`` (Rasmussen's initial phase: every variance at 1)."""
+        theta = super().initial_draw(rng)
+        if self.scaled:
+            theta[self._n_params:] = math.log(1.0 / self.weight_std ** 2)
+        return theta
+
+    def weights(self, theta: FloatArray) -> FloatArray:
+        """The network's weights (the parameters themselves, or unit-variance weights times
+        their scale factors)."""
+        if not self.scaled:
+            return theta
+        groups = self._groups
+        return theta[:self._n_params] * scale_factors(
+            [idx for _, idx, _ in groups], np.array([s for _, _, s in groups]),
+            self._n_params, theta[self._n_params:])
 
     def prior_widths(self) -> FloatArray:
         """No box: the prior is the Gaussian term of the energy (:data:`NO_BOX`)."""
-        return np.full(self._n_params, 2.0 * NO_BOX)
+        return np.full(self.n_params, 2.0 * NO_BOX)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "n_params": self.n_params,
                 "widths": [int(w) for w in self.widths],
                 "hidden_activation": self.hidden_activation, "noise_std": self.noise_std,
-                "hierarchical": self.hierarchical, "ard": self.ard}
+                "hierarchical": self.hierarchical, "ard": self.ard,
+                "ard_levels": self.ard_levels, "parameterisation": self.parameterisation}
 
     def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
         """Permutations of every hidden layer (each Gaussian prior group holds a whole layer,
@@ -324,7 +393,7 @@ class RegressionMLP(Architecture):
     def param_groups(self) -> dict[str, slice]:
         return mlp_param_groups(self.widths)
 
-    def potential(self, data: Any = None, **options: Any) -> RegressionPotential:
+    def potential(self, data: Any = None, **options: Any) -> Any:
         """Bind to a data set with ``.x`` and real-valued ``.y`` (or ``x=``, ``y=``)."""
         if data is not None:
             x, y = data.x, data.y
@@ -334,10 +403,12 @@ class RegressionMLP(Architecture):
             except KeyError:
                 raise DataError(f"{self.name} needs a data set: potential(dataset) or "
                                 "potential(x=..., y=...)") from None
+        if self.scaled:
+            return ScaleFactorPotential(self, RegressionPotential(self.direct, x, y, **options))
         return RegressionPotential(self, x, y, **options)
 
     def predict(self, theta: FloatArray, x: FloatArray) -> FloatArray:
         """Network outputs at inputs ``x``, shape ``(n, n_outputs)``."""
         n_out = int(self.widths[-1])
-        pot = RegressionPotential(self, np.asarray(x), np.zeros((len(x), n_out)))
-        return pot.outputs(theta)
+        pot = RegressionPotential(self.direct, np.asarray(x), np.zeros((len(x), n_out)))
+        return pot.outputs(self.weights(np.asarray(theta, dtype=np.float64)))

@@ -8,10 +8,11 @@ import click
 
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
 #: which a test checks, so that this module need not import the plotting code for --help)
-KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier")
+KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "predictive")
 
 
-@click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat, barrier.")
+@click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat, barrier, "
+                          "predictive.")
 @click.argument("run_dirs", metavar="DIR [DIR ...]", nargs=-1, required=True,
                 type=click.Path(file_okay=False))
 @click.option("--kind", required=True, type=click.Choice(KIND_CHOICES),
@@ -27,7 +28,10 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier")
               show_default=True,
               help="replicas: one line per temperature slot or per replica.")
 @click.option("--temperature", type=float, default=1.0, show_default=True,
-              help="size: the temperature to read the training energy at.")
+              help="size: the temperature to read the training energy at; predictive: the "
+                   "rung nearest it.")
+@click.option("--band", type=float, nargs=2, default=(5.0, 95.0), show_default=True,
+              metavar="LO HI", help="predictive: the band's percentiles of the sampled outputs.")
 @click.option("--nearest", is_flag=True,
               help="size: take the nearest ladder temperature instead of interpolating in "
                    "log T.")
@@ -40,7 +44,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier")
 @click.option("--workers", type=int, default=1, show_default=True,
               help="energy: threads evaluating the samples on the test data.")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
-              help="energy/size/heat: MNIST location for a complement test set [default: "
+              help="energy/size/heat/predictive: MNIST location for a complement test set "
+                   "[default: "
                    "$THERMONET_MNIST_DIR].")
 @click.option("--from-analysis", is_flag=True,
               help="energy/size/heat: use DIR/analysis.h5 saved by `thermonet analyse DIR` "
@@ -50,7 +55,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier")
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
          nearest: bool, no_test: bool, predictive: bool, per_point: bool, workers: int,
-         mnist_dir: str | None, from_analysis: bool, dpi: float) -> None:
+         mnist_dir: str | None, from_analysis: bool, dpi: float,
+         band: tuple[float, float]) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
     \b
@@ -66,6 +72,9 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
       heat      heat capacity Var(E)/T^2 versus T
       barrier   local communication barrier lambda(beta) from each pair's swap
                 rejection, and the cumulative barrier Lambda (Syed et al. 2022)
+      predictive  regression runs: the predictive mean and a --band of the sampled
+                networks' outputs against the test targets, and along a slice through
+                each input (the others at their training mean); one DIR
 
     \b
     Examples:
@@ -73,6 +82,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
         thermonet plot runs/D50 runs/D500 --kind energy --out fig3.pdf \\
             --baseline base_D50.json --baseline base_D500.json
         thermonet plot runs/D50 runs/D500 runs/D5000 --kind size --out size.svg
+        thermonet plot runs/robot_arm --kind predictive --out arm.png
     """
     from thermonet import plotting
     from thermonet.errors import PlotError
@@ -112,6 +122,9 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
         options["per_point"] = per_point
     elif kind == "size":
         options.update(temperature=temperature, method="nearest" if nearest else "interpolate")
+    elif kind == "predictive":
+        options.update(temperature=temperature, quantiles=(band[0] / 100, band[1] / 100),
+                       mnist_dir=mnist_dir)
     plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)
     root = ctx.find_root()
     if not (root.obj and root.obj.get("quiet")):

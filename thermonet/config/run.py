@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.config import budget
+from thermonet.config.data import DATA_KEYS, absolute_data_paths, resolve_data_file
 from thermonet.config.schema import (
     ResolvedConfig,
     apply_overrides,
@@ -76,12 +77,6 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                  ("where replicas run: auto (the ranks of an MPI job when mpiexec or srun "
                   "started several processes, else threads), threads, or mpi (docs/cluster.md); "
                   "never changes the result")),
-}
-DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
-    "name": ("D50", (str,), (lambda v: bool(v), "a data set name such as D500"),
-             "training set"),
-    "test": ("auto", (str,), (lambda v: v in ("auto", "complement", "official"),
-                              "one of auto, complement, official"), "test set"),
 }
 PRIOR_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "gaussian_std": (None, (float, int, dict), (
@@ -349,6 +344,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                             ("init", INIT_KEYS)):
         out[section], _ = resolve_section(section, doc.get(section, {}), schema, sources,
                                           given_sources)
+    resolve_data_file(out["data"], sources, out["run"]["seed"])
     configs: dict[str, Any] = {}
     arch_cls: Any = None
     for section, role in PLUGIN_SECTIONS.items():
@@ -419,6 +415,7 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
     merged = dict(overrides or {})
     merged.update(commandline or {})
     raw = read_toml(path)
+    absolute_data_paths(raw, Path(path).resolve().parent, merged)
     if not raw:
         raise ConfigError(
             f"config {path} is empty; expected at least one section (an empty file would run "

@@ -60,6 +60,13 @@ from thermonet.data._subsets import (
     stratified_indices,
     subsets_dir,
 )
+from thermonet.data._user import (
+    FILE_SUFFIXES,
+    file_sha256,
+    load_configured,
+    load_file_split,
+    to_original_units,
+)
 
 __all__ = [
     "BUILD_COMMAND",
@@ -67,6 +74,7 @@ __all__ = [
     "DEFAULT_MIRRORS",
     "EMBEDDED_PATH",
     "EMBEDDED_SUBSETS",
+    "FILE_SUFFIXES",
     "INDEX_ENCODING",
     "MEAN",
     "MNIST_ENV",
@@ -88,10 +96,13 @@ __all__ = [
     "data_dir_path",
     "data_info",
     "fetch_mnist",
+    "file_sha256",
     "find_mnist",
     "generate_robot_arm",
+    "load_configured",
     "load_data",
     "load_dataset",
+    "load_file_split",
     "make_subset",
     "mnist16",
     "mnist_dir_path",
@@ -108,6 +119,7 @@ __all__ = [
     "robot_arm_split",
     "stratified_indices",
     "subsets_dir",
+    "to_original_units",
     "write_robot_arm",
 ]
 

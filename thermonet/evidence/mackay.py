@@ -411,6 +411,9 @@ def mackay_evidence(arch: Any, data: Any, *, seed: int = 0, init_std: float = 0.
     if not getattr(arch, "hierarchical", False):
         raise ConfigError("MacKay's framework re-estimates one precision per weight group; "
                           "build the architecture with hierarchical = true")
+    if getattr(arch, "ard_levels", 2) != 2:
+        raise ConfigError("MacKay's framework re-estimates the per-input precisions directly; "
+                          "use ard_levels = 2 (Rasmussen's third level is for sampling)")
     pot = arch.potential(data)
     rng = np.random.default_rng(seed)
     theta0 = rng.normal(0.0, float(init_std), pot.n_params)

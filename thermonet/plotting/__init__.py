@@ -15,6 +15,8 @@ kind               function
 ``ladder``         :func:`plot_ladder`: swap acceptance, replica paths, dt and acceptance
                    (a 2x2 figure)
 ``heat``           :func:`plot_heat`: the heat capacity Var(E)/T² versus T
+``predictive``     :func:`plot_predictive`: a regression run's predictive mean and band
+                   against the test targets and along 1-D input slices
 =================  ==========================================================================
 
 ``replicas`` and ``ladder`` read only the trace; ``energy``, ``size`` and ``heat`` use
@@ -69,6 +71,11 @@ from thermonet.plotting.ladder import (
     plot_heat,
     plot_ladder,
 )
+from thermonet.plotting.predictive import (
+    PredictiveNumbers,
+    plot_predictive,
+    predictive_numbers,
+)
 from thermonet.plotting.replicas import (
     plot_replicas,
     replica_slots,
@@ -95,6 +102,7 @@ __all__ = [
     "TEMPERATURE_CMAP",
     "UNINFORMED_PER_POINT",
     "PathLike",
+    "PredictiveNumbers",
     "RunInfo",
     "analyse_run",
     "as_run_list",
@@ -114,8 +122,10 @@ __all__ = [
     "plot_energies",
     "plot_heat",
     "plot_ladder",
+    "plot_predictive",
     "plot_replicas",
     "plot_size",
+    "predictive_numbers",
     "read_run_trace",
     "replica_slots",
     "run_info",

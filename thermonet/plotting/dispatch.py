@@ -10,6 +10,7 @@ from thermonet.plotting.barrier import plot_barrier
 from thermonet.plotting.energies import plot_energies, plot_size
 from thermonet.plotting.figure import PathLike, check_out, new_figure, save
 from thermonet.plotting.ladder import plot_heat, plot_ladder
+from thermonet.plotting.predictive import plot_predictive
 from thermonet.plotting.replicas import plot_replicas
 from thermonet.plotting.runs import as_run_list
 
@@ -24,7 +25,10 @@ KINDS: dict[str, tuple[Callable[..., Figure], bool]] = {
     "ladder": (plot_ladder, False),
     "heat": (plot_heat, True),
     "barrier": (plot_barrier, False),
+    "predictive": (plot_predictive, False),
 }
+#: kinds whose figure has several panels of one run: one DIR only
+ONE_RUN = ("predictive",)
 
 
 def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | None = None, *,
@@ -40,6 +44,9 @@ def plot(kind: str, run_dirs: PathLike | Sequence[PathLike], out: PathLike | Non
         check_out(out)  # fail before any work
     dirs = as_run_list(run_dirs)
     func, many = KINDS[kind]
+    if kind in ONE_RUN and len(dirs) != 1:
+        raise PlotError(f"--kind {kind} draws one run; got {len(dirs)} directories (plot "
+                        "each separately)")
     if many:
         fig = func(dirs, **options)
     elif len(dirs) == 1:

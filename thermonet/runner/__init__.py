@@ -9,17 +9,15 @@ the start of the run):
    trajectories, not part of the chain);
 2. one replica-exchange iteration (``n_trajectories`` transitions per slot, and the swaps);
 3. record the iteration; every ``sample_every`` iterations also the parameters;
-4. every ``checkpoint_every`` iterations (and at the end): write the trace segment, then the
-   checkpoint.
+4. every ``checkpoint_every`` iterations and at the end: the trace segment, then the checkpoint.
 
-The schedule depends only on the absolute iteration number, and every random stream is
-restored from the checkpoint, so a resumed run continues bit for bit as the uninterrupted run
-would have.
+The schedule depends only on the absolute iteration number and every random stream is
+restored from the checkpoint, so a resumed run continues bit for bit.
 
-Under MPI (``mpiexec -n R thermonet run``) every rank runs this same loop, the engine's
-executor sharing each iteration's slots among the ranks; rank 0 alone takes the lock and
-writes the directory (through ``world.on_root``, whose failure every rank raises), and a stop
-request on any rank stops all of them after the same iteration (``world.agree``).
+Under MPI (``mpiexec -n R thermonet run``) every rank runs this loop, the engine's executor
+sharing each iteration's slots among the ranks; rank 0 alone locks and writes the directory
+(``world.on_root``, whose failure every rank raises), and a stop request on any rank stops all
+of them after the same iteration (``world.agree``).
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ from thermonet.runner.components import (
     blas_backend,
     blas_choice,
     build,
+    data_notes,
     initial_state,
     restore_streams,
     resume_config,
@@ -142,6 +141,8 @@ class Run:
                 log.info("matrix products: %s (%s)", blas_backend(), blas_choice()["reason"])
                 warm_kernels(engine.samplers[0], components.arch.initial_draw(
                     np.random.default_rng(0)), components.arch.describe())
+                for line in data_notes(components):
+                    log.info("%s", line)
                 state = initial_state(components, streams)
                 counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
         except interrupt.RunInterrupted as err:

@@ -58,7 +58,7 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
     from thermonet.kernels import configure
 
     configure()
-    from thermonet.data import load_data
+    from thermonet.data import load_configured
     from thermonet.priors import BoxPrior
 
     if not isinstance(cfg, cfgmod.RunConfig):
@@ -67,7 +67,7 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
                                      **{k: v for k, v in cfg["architecture"].items()
                                         if k != "name"})
     uses_data = cfg["data"]["name"] != "none"
-    split = load_data(cfg["data"]["name"], test=cfg["data"]["test"]) if uses_data else None
+    split = load_configured(cfg["data"], cfg["run"]["seed"]) if uses_data else None
     potential = arch.potential(split.train) if split is not None else arch.potential()
     prior = BoxPrior.for_architecture(arch)
     gaussian = cfg["prior"]
@@ -203,6 +203,16 @@ def initial_state(components: Components, streams: Streams) -> REState:
                           blocks=tuple(init["burn_in"]))
 
 
+def data_notes(components: Components) -> list[str]:
+    """What a run's log should say about its data beyond the name (a user file's
+    standardisation constants)."""
+    split = components.split
+    if split is None or "standardisation" not in split.train.provenance:
+        return []
+    return [f"data standardised by the training set's "
+            f"{split.train.provenance['standardisation']}"]
+
+
 def warm_up_plan(components: Components) -> WarmUp:
     """The warm-up ``[ladder]`` asks for: ``adapt_rounds`` ladder rounds from
     ``adapt_round_length`` iterations, then ``adapt_masses`` iterations of mass estimation,
@@ -218,6 +228,6 @@ def warm_up_plan(components: Components) -> WarmUp:
                   adapt_factor=cfg["run"]["adapt_factor"])
 
 
-__all__ = ["EXTENDABLE", "Components", "blas_backend", "blas_choice", "build",
+__all__ = ["EXTENDABLE", "Components", "blas_backend", "blas_choice", "build", "data_notes",
            "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots",
            "warm_up_plan"]

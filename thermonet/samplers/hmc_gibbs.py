@@ -3,7 +3,8 @@
 The scheme of Neal (1996) and Rasmussen (1996, Sec. 2.2): each transition
 
 1. draws every hyperparameter of the potential's :meth:`hyper_model` (group precisions, noise
-   precision) from its exact Gamma conditional given the weights, at the sampler's temperature
+   precision) from its exact Gamma conditional given the weights, at the sampler's temperature,
+   and a three-level prior's top-level mean by one slice update
    (:mod:`thermonet.api.hyper`; skipped during the first ``fixed_hyper_transitions``
    transitions, Rasmussen's initial phase with the hyperparameters held fixed);
 2. refreshes the momenta partially, ``p <- alpha p + sqrt(1 - alpha^2) n`` with
@@ -48,7 +49,13 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from thermonet.api import as_theta, settings
-from thermonet.api.hyper import draw_gamma, group_conditional, noise_conditional
+from thermonet.api.hyper import (
+    draw_gamma,
+    group_conditional,
+    noise_conditional,
+    slice_top,
+    top_conditional,
+)
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.samplers.hmc import HMC, HMCConfig, HMCInfo
@@ -185,12 +192,17 @@ class GibbsHMC(HMC):
             return out
         for i, grp in enumerate(hm.groups):
             w = theta[grp.index]
-            a, b = group_conditional(grp.prior, w.size, float(np.dot(w, w)), grp.scale)
+            a, b = group_conditional(hm.group_prior(i, out), w.size, float(np.dot(w, w)),
+                                     grp.scale)
             out[i] = draw_gamma(a, b, rng)
         if hm.noise is not None:
             a, b = noise_conditional(hm.noise, hm.n_residuals,
                                      self.potential.half_sse(theta), self.temperature)
             out[len(hm.groups)] = draw_gamma(a, b, rng)
+        for j, top in enumerate(hm.tops):
+            i = hm.top_offset + j
+            c, b, d = top_conditional(top, out[list(top.members)])
+            out[i] = math.exp(slice_top(c, b, d, math.log(out[i]), rng))
         return out
 
     def step(self, state: GibbsHMCState, rng: np.random.Generator  # type: ignore[override]

@@ -1,0 +1,161 @@
+#!/usr/bin/env python
+"""Speed of one HMC trajectory of the robot-arm regression network, three ways.
+
+Usage::
+
+    python benchmarks/bench_regression.py             # 7 rounds, ~1 min
+    python benchmarks/bench_regression.py --rounds 3 --leapfrog 100
+
+The network and data are those of ``sample_runs/robot_arm.toml``: 2-16-2 tanh network, linear
+outputs, the 200 stored training cases, L = 200 leapfrog steps, unit masses, a dt small enough
+that every trajectory stays finite. Compared, in one process and interleaved round by round
+(so load from other processes is spread over all three):
+
+* ``compiled``: ``RegressionPotential.trajectory``, the whole trajectory in one compiled call
+  (what ``hmc`` and ``hmc-gibbs`` run);
+* ``L calls``: the :class:`~thermonet.api.Potential` default trajectory: the same leapfrog
+  driven from Python, one compiled energy-and-gradient call per step;
+* ``numpy``: a hand-written NumPy leapfrog with a NumPy forward and backward pass (float64,
+  one BLAS-backed matrix product per layer and direction);
+* ``scale (L calls)``: the same network in Neal's scale-factor parameterisation
+  (``parameterisation = "scale"``, docs/regression.md), whose trajectory is the Python-driven
+  default around the compiled gradient.
+
+The first three start from the same state and must end at the same energy (checked, to 1e-9
+relative), so their ratios compare equal work; the fourth moves 3 more coordinates. One thread (BLAS capped at 1). Prints, per
+implementation, the best and the median trajectories per second over the rounds and the
+ratios of the compiled kernel to the others, with the CPU model, flags and versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+from harness import cpu_flags, cpu_model, limit_blas, machine_busy, versions
+
+
+def numpy_trajectory(theta, p, x, y, tau, prec, dt, n_steps, h):
+    """Leapfrog with a NumPy forward/backward pass of the 2-h-2 tanh network; returns E."""
+    def energy_grad(t):
+        w1, b1 = t[:2 * h].reshape(h, 2), t[2 * h:3 * h]
+        w2, b2 = t[3 * h:5 * h].reshape(2, h), t[5 * h:5 * h + 2]
+        a = np.tanh(x @ w1.T + b1)
+        r = a @ w2.T + b2 - y
+        e = 0.5 * tau * np.sum(r * r) + 0.5 * np.dot(prec * t, t)
+        dr = tau * r
+        g2, gb2 = dr.T @ a, dr.sum(axis=0)
+        da = (dr @ w2) * (1.0 - a * a)
+        g1, gb1 = da.T @ x, da.sum(axis=0)
+        return e, np.concatenate([g1.ravel(), gb1, g2.ravel(), gb2]) + prec * t
+
+    e, g = energy_grad(theta)
+    p = p - 0.5 * dt * g
+    for s in range(n_steps):
+        theta = theta + dt * p
+        e, g = energy_grad(theta)
+        p = p - (0.5 if s == n_steps - 1 else 1.0) * dt * g
+    return e
+
+
+def main() -> None:
+    """Measure and print (module docstring)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--leapfrog", type=int, default=200)
+    ap.add_argument("--min-time", type=float, default=1.0, help="seconds per timed loop")
+    args = ap.parse_args()
+    limit_blas(1)
+    from thermonet.api import Potential
+    from thermonet.architectures.regression import RegressionMLP
+    from thermonet.data import load_data
+    from thermonet.kernels import configure
+    from thermonet.kernels import leapfrog as lf
+
+    configure()
+    split = load_data("robot-arm")
+    arch = RegressionMLP(2, [16], 2)
+    pot = arch.potential(split.train)
+    n = arch.n_params
+    rng = np.random.default_rng(0)
+    theta0 = rng.normal(0, 0.5, n)
+    p0 = rng.normal(size=n)
+    inv_mass = np.ones(n)
+    half_width = np.full(n, 1e8)
+    dt, L = 0.0005, args.leapfrog
+    _, g0 = pot.energy_and_grad(theta0)
+    g0 = g0.copy()
+
+    def compiled():
+        th, p, g = theta0.copy(), p0.copy(), g0.copy()
+        return pot.trajectory(th, p, g, inv_mass, dt, L, lf.WALL_NONE, half_width, 1e30)[0]
+
+    def l_calls():
+        th, p, g = theta0.copy(), p0.copy(), g0.copy()
+        return Potential.trajectory(pot, th, p, g, inv_mass, dt, L, lf.WALL_NONE, half_width,
+                                    1e30)[0]
+
+    prec = pot.prec.copy()
+
+    def numpy_ref():
+        return numpy_trajectory(theta0.copy(), p0.copy(), pot.x, pot.y, pot.tau, prec, dt, L,
+                                16) + pot.const
+
+    arch_s = RegressionMLP(2, [16], 2, parameterisation="scale")
+    pot_s = arch_s.potential(split.train)
+    q0 = np.concatenate([theta0, np.zeros(3)])
+    pq0 = np.concatenate([p0, rng.normal(size=3)])
+    _, gq0 = pot_s.energy_and_grad(q0)
+    gq0 = gq0.copy()
+    ones_s, hw_s = np.ones(q0.size), np.full(q0.size, 1e8)
+
+    def scaled():
+        q, p, g = q0.copy(), pq0.copy(), gq0.copy()
+        return pot_s.trajectory(q, p, g, ones_s, dt, L, lf.WALL_NONE, hw_s, 1e30)[0]
+
+    impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref,
+             "scale (L calls)": scaled}
+    ends = {k: f() for k, f in impls.items()}         # also the warm-up (compiles)
+    ends.pop("scale (L calls)")
+    ref = ends["numpy"]
+    for k, e in ends.items():
+        if not abs(e - ref) <= 1e-9 * abs(ref):
+            sys.exit(f"{k} ends at E = {e!r}, numpy at {ref!r}: not the same trajectory")
+    counts = {}
+    for k, f in impls.items():
+        t0 = time.perf_counter()
+        f()
+        counts[k] = max(1, int(args.min_time / max(time.perf_counter() - t0, 1e-6)))
+    rates: dict[str, list[float]] = {k: [] for k in impls}
+    others = []
+    for _ in range(args.rounds):
+        for k, f in impls.items():
+            m0, c0, t0 = machine_busy(), time.process_time(), time.perf_counter()
+            for _ in range(counts[k]):
+                f()
+            wall = time.perf_counter() - t0
+            c1, m1 = time.process_time(), machine_busy()
+            rates[k].append(counts[k] / wall)
+            if m0 is not None and m1 is not None:
+                others.append(max(0.0, (m1 - m0) - (c1 - c0)) / wall)
+    v = versions()
+    flags = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f"))
+    print(f"CPU: {cpu_model()}; flags {' '.join(flags)}; numpy {v['numpy']}, numba "
+          f"{v['numba']}; BLAS {v.get('blas', '?')}; 1 thread")
+    print(f"robot arm 2-16-2 tanh, N = {len(pot.y)}, L = {L}, {args.rounds} rounds; "
+          f"other processes used {statistics.median(others):.2f} cores (median)"
+          if others else "")
+    print(f"{'implementation':<16} {'traj/s best':>12} {'median':>10} {'us/step':>9} "
+          f"{'compiled is x faster (best, median)':>36}")
+    best_c, med_c = max(rates["compiled"]), statistics.median(rates["compiled"])
+    for k, r in rates.items():
+        best, med = max(r), statistics.median(r)
+        ratio = "" if k == "compiled" else f"{best_c / best:.1f}x, {med_c / med:.1f}x"
+        print(f"{k:<16} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36}")
+
+
+if __name__ == "__main__":
+    main()

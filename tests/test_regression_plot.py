@@ -1,0 +1,89 @@
+"""``thermonet plot --kind predictive``: the drawn numbers (predictive mean, 5-95 % band, input
+slices) equal an independent NumPy computation from the stored samples, in the data file's
+units for standardised data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tests.test_user_data import CFG, X, Y, write_csv
+from thermonet import checkpoint as ckpt
+from thermonet import config as cfgmod
+from thermonet.errors import PlotError
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from thermonet.runner import Run, detach_log
+
+    tmp = tmp_path_factory.mktemp("pred")
+    (tmp / "sub").mkdir()
+    write_csv(tmp / "sub" / "d.csv", ["a", "b", "c", "u", "v"], np.hstack([X, Y]).tolist())
+    p = tmp / "run.toml"
+    p.write_text(CFG)
+    out = tmp / "r"
+    Run.create(cfgmod.load(p), out).run()
+    detach_log()
+    return out
+
+
+def forward(theta, xz, st):
+    """Independent NumPy 3-4-2 tanh network, outputs in the file's units."""
+    w1, b1 = theta[:12].reshape(4, 3), theta[12:16]
+    w2, b2 = theta[16:24].reshape(2, 4), theta[24:26]
+    return (np.tanh(xz @ w1.T + b1) @ w2.T + b2) * st["y_std"] + st["y_mean"]
+
+
+def test_plotted_numbers_equal_numpy(run_dir):
+    from thermonet.data import load_file_split
+    from thermonet.plotting import plot_predictive, predictive_numbers
+
+    nums = predictive_numbers(run_dir)
+    tr = ckpt.read_trace(run_dir, samples=True)
+    thetas = tr["samples_theta"][tr["samples_iteration"] >= 3][:, 0]   # discard 0.34 of 6
+    assert nums.n_samples == len(thetas) == 4
+    split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
+                            standardise=True, seed=2)
+    st = split.train.provenance["standardisation"]
+    xz = (X[split.test.indices] - st["x_mean"]) / np.array(st["x_std"])
+    f = np.array([forward(th, xz, st) for th in thetas])
+    assert np.allclose(nums.y_test, Y[split.test.indices], atol=1e-12)
+    assert np.allclose(nums.mean, f.mean(0), rtol=1e-10, atol=1e-12)
+    assert np.allclose(nums.lo, np.quantile(f, 0.05, axis=0), rtol=1e-10, atol=1e-12)
+    assert np.allclose(nums.hi, np.quantile(f, 0.95, axis=0), rtol=1e-10, atol=1e-12)
+    # the slice through input 2 (c), the others at the training inputs' mean, file units
+    x_tr = X[split.train.indices]
+    grid = np.repeat(x_tr.mean(0)[None], 101, axis=0)
+    grid[:, 2] = np.linspace(x_tr[:, 2].min(), x_tr[:, 2].max(), 101)
+    fs = np.array([forward(th, (grid - st["x_mean"]) / np.array(st["x_std"]), st)
+                   for th in thetas])
+    assert np.allclose(nums.slice_x[2], grid[:, 2], rtol=1e-12)
+    assert np.allclose(nums.slice_mean[2], fs.mean(0), rtol=1e-10, atol=1e-12)
+    assert np.allclose(nums.slice_hi[2], np.quantile(fs, 0.95, axis=0), rtol=1e-10,
+                       atol=1e-12)
+    # and the figure draws exactly these numbers
+    fig = plot_predictive(run_dir)
+    top, bottom = fig.axes[0], fig.axes[3]
+    x_drawn, y_drawn = top.lines[0].get_data()
+    assert np.allclose(x_drawn, Y[split.test.indices, 0]) and np.allclose(y_drawn, f.mean(0)[:, 0])
+    xs, ys = bottom.lines[1].get_data()                   # input 1's slice, output 2
+    assert np.allclose(ys, nums.slice_mean[0][:, 1])
+
+
+def test_cli_writes_the_figure_and_refuses_several_runs(run_dir, tmp_path):
+    from thermonet.cli import main
+
+    out = tmp_path / "p.png"
+    res = CliRunner().invoke(main, ["plot", str(run_dir), "--kind", "predictive", "--out",
+                                    str(out), "--band", "10", "90"])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 1000
+    res = CliRunner().invoke(main, ["plot", str(run_dir), str(run_dir), "--kind",
+                                    "predictive", "--out", str(out)])
+    assert res.exit_code == 1 and "draws one run" in res.output
+    from thermonet.plotting import predictive_numbers
+
+    with pytest.raises(PlotError, match="quantiles"):
+        predictive_numbers(run_dir, quantiles=(0.9, 0.1))

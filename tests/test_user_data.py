@@ -1,0 +1,244 @@
+"""A user's regression data from CSV/NPZ files: columns, splits, standardisation in the
+file's units, one-line errors for bad files, and the configuration's recorded checksum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from thermonet import checkpoint as ckpt
+from thermonet import config as cfgmod
+from thermonet.data import load_file_split, to_original_units
+from thermonet.errors import ConfigError, DataError, ThermonetError
+
+RNG = np.random.default_rng(11)
+X = RNG.normal(size=(40, 3)) * [1.0, 5.0, 0.1] + [0.0, 10.0, -2.0]
+Y = np.stack([X[:, 0] + 0.1 * X[:, 1], np.sin(X[:, 2])], axis=1) * 3.0 + 7.0
+
+
+def write_csv(path, header, rows):
+    path.write_text(",".join(header) + "\n"
+                    + "".join(",".join(f"{v!r}" for v in r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    return write_csv(tmp_path / "d.csv", ["a", "b", "c", "u", "v"], np.hstack([X, Y]).tolist())
+
+
+def test_csv_columns_and_fraction_split(csv_file):
+    s = load_file_split(csv_file, outputs=["u", "v"], test_fraction=0.25, seed=4)
+    assert (len(s.train), len(s.test)) == (30, 10)
+    rows = np.concatenate([s.train.indices, s.test.indices])
+    assert sorted(rows.tolist()) == list(range(40))      # a partition of the file's rows
+    assert np.array_equal(s.train.x, X[s.train.indices])  # exact: repr round-trips floats
+    assert np.array_equal(s.test.y, Y[s.test.indices])
+    again = load_file_split(csv_file, outputs=["u", "v"], test_fraction=0.25, seed=4)
+    assert np.array_equal(again.test.indices, s.test.indices)
+    other = load_file_split(csv_file, outputs=["u", "v"], test_fraction=0.25, seed=5)
+    assert not np.array_equal(other.test.indices, s.test.indices)
+    picked = load_file_split(csv_file, inputs=["c", "a"], outputs=["v"], seed=4)
+    assert np.array_equal(picked.train.x, X[picked.train.indices][:, [2, 0]])
+    assert picked.train.y.shape == (32, 1)
+
+
+def test_csv_with_a_byte_order_mark_and_crlf_lines(tmp_path):
+    p = tmp_path / "w.csv"
+    p.write_bytes(b"\xef\xbb\xbfx,u\r\n1,2\r\n3,4\r\n5,6\r\n7,8\r\n# a comment\r\n9,10\r\n")
+    s = load_file_split(p, outputs=["u"], split_column="", test_fraction=0.2, seed=0)
+    rows = np.concatenate([s.train.x[:, 0], s.test.x[:, 0]])
+    assert sorted(rows.tolist()) == [1, 3, 5, 7, 9] and len(s.test) == 1
+
+
+def test_npz_arrays_test_file_and_split_column(tmp_path):
+    np.savez(tmp_path / "tr.npz", x=X[:30], y=Y[:30], flag=(np.arange(30) % 3 == 0) * 1)
+    np.savez(tmp_path / "te.npz", x=X[30:], y=Y[30:])
+    s = load_file_split(tmp_path / "tr.npz", inputs=["x"], outputs=["y"],
+                        test_path=tmp_path / "te.npz")
+    assert np.array_equal(s.train.x, X[:30]) and np.array_equal(s.test.y, Y[30:])
+    col = load_file_split(tmp_path / "tr.npz", inputs=["x[1]"], outputs=["y[0]"],
+                          split_column="flag")
+    assert np.array_equal(col.test.indices, np.arange(0, 30, 3))
+    assert np.array_equal(col.train.x[:, 0], X[:30][np.arange(30) % 3 != 0, 1])
+
+
+def test_standardisation_by_training_set_and_back(csv_file):
+    s = load_file_split(csv_file, outputs=["u", "v"], standardise=True, seed=1)
+    xtr, ytr = X[s.train.indices], Y[s.train.indices]
+    assert np.allclose(s.train.x.mean(axis=0), 0, atol=1e-12)
+    assert np.allclose(s.train.x.std(axis=0), 1, atol=1e-12)
+    assert np.allclose(s.test.x, (X[s.test.indices] - xtr.mean(0)) / xtr.std(0), atol=1e-12)
+    f = RNG.normal(size=s.test.y.shape)
+    f_orig, y_orig = to_original_units(s.test, f)
+    assert np.allclose(y_orig, Y[s.test.indices], atol=1e-12)
+    assert np.allclose(f_orig, f * ytr.std(0) + ytr.mean(0), atol=1e-12)
+
+
+def test_regression_errors_are_in_the_files_units(csv_file):
+    from thermonet.analysis.samples import evaluate_regression
+    from thermonet.architectures.regression import RegressionMLP
+
+    s = load_file_split(csv_file, outputs=["u", "v"], standardise=True, seed=1)
+    arch = RegressionMLP(n_inputs=3, hidden=[4], n_outputs=2)
+    thetas = RNG.normal(size=(3, arch.n_params))
+    ev = evaluate_regression(arch, thetas, train=s.train, test=s.test)
+    st = s.test.provenance["standardisation"]
+    ystd, ymean = np.array(st["y_std"]), np.array(st["y_mean"])
+    xz = (X[s.test.indices] - st["x_mean"]) / np.array(st["x_std"])
+
+    def forward(theta):                                 # independent NumPy 3-4-2 tanh net
+        w1, b1 = theta[:12].reshape(4, 3), theta[12:16]
+        w2, b2 = theta[16:24].reshape(2, 4), theta[24:26]
+        return (np.tanh(xz @ w1.T + b1) @ w2.T + b2) * ystd + ymean
+
+    f = np.array([forward(th) for th in thetas])
+    y = Y[s.test.indices]
+    assert np.allclose(ev.test_error, np.mean(np.sum((f - y) ** 2, axis=2), axis=1), rtol=1e-10)
+    assert ev.predictive_test_error == pytest.approx(
+        np.mean(np.sum((f.mean(0) - y) ** 2, axis=1)), rel=1e-10)
+
+
+BAD = [
+    ("x.txt", "a,b\n1,2\n", {}, "expected .csv"),
+    ("x.csv", "", {}, "is empty"),
+    ("x.csv", "1,2\n3,4\n", {}, "header row"),
+    ("x.csv", "a,u\n1,2\n3\n", {}, "data row 2: 1 fields; expected 2"),
+    ("x.csv", "a,u\n1,2\n3,oops\n", {}, "'oops' is not a number"),
+    ("x.csv", "a,u\n1,2\n3,nan\n", {}, "non-finite value"),
+    ("x.csv", "a,u\n1,2\n3,4\n", {"outputs": ["w"]}, "no column 'w'"),
+    ("x.csv", "a,u\n1,2\n3,4\n", {"outputs": []}, "data.outputs is empty"),
+    ("x.csv", "a,u\n1,2\n3,4\n", {"inputs": ["u"]}, "both inputs and outputs"),
+    ("x.csv", "a,u\n1,2\n3,4\n", {"test_fraction": 0.1}, "leaves 0 test"),
+    ("x.csv", "a,a,u\n1,2,3\n", {}, "repeated"),
+]
+
+
+@pytest.mark.parametrize("name, text, kw, match", BAD)
+def test_bad_files_get_one_line_errors(tmp_path, name, text, kw, match):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(DataError, match=match) as err:
+        load_file_split(p, **{"outputs": ["u"], **kw})
+    assert "\n" not in str(err.value) and str(p) in str(err.value)
+
+
+def test_bad_npz_files(tmp_path):
+    cases = [({"x": np.zeros((4, 2, 2)), "u": np.zeros(4)}, r"expected \(n,\) or \(n, k\)"),
+             ({"x": np.zeros(4), "u": np.zeros(5)}, "different lengths"),
+             ({"x": np.array(["a", "b"]), "u": np.zeros(2)}, "expected numbers")]
+    for arrays, match in cases:
+        np.savez(tmp_path / "b.npz", **arrays)
+        with pytest.raises(DataError, match=match):
+            load_file_split(tmp_path / "b.npz", outputs=["u"])
+    (tmp_path / "c.npz").write_bytes(b"not a zip")
+    with pytest.raises(DataError, match="cannot read data file"):
+        load_file_split(tmp_path / "c.npz", outputs=["u"])
+    with pytest.raises(DataError, match="does not exist"):
+        load_file_split(tmp_path / "none.csv", outputs=["u"])
+
+
+CFG = """
+[run]
+seed = 2
+n_iterations = 6
+sample_every = 1
+discard = 0.34
+[data]
+path = "sub/d.csv"
+outputs = ["u", "v"]
+standardise = true
+[architecture]
+name = "mlp-regression"
+n_inputs = 3
+hidden = [4]
+[init]
+minimise = false
+burn_in = [1]
+[sampler]
+name = "hmc-gibbs"
+n_leapfrog = 8
+step_size = 0.01
+adapt_method = "fixed"
+"""
+
+
+@pytest.fixture
+def file_cfg(tmp_path):
+    (tmp_path / "sub").mkdir()
+    write_csv(tmp_path / "sub" / "d.csv", ["a", "b", "c", "u", "v"], np.hstack([X, Y]).tolist())
+    (tmp_path / "cfg").mkdir()
+    p = tmp_path / "cfg" / "run.toml"
+    p.write_text(CFG.replace("sub/d.csv", "../sub/d.csv"))
+    return p
+
+
+def test_config_resolves_the_path_and_records_the_checksum(file_cfg, tmp_path):
+    import hashlib
+
+    cfg = cfgmod.load(file_cfg)
+    d = cfg["data"]
+    assert d["path"] == str((tmp_path / "sub" / "d.csv").resolve())
+    assert d["name"] == "file" and d["inputs"] == ["a", "b", "c"]
+    assert d["sha256"] == hashlib.sha256((tmp_path / "sub" / "d.csv").read_bytes()).hexdigest()
+    again = cfgmod.resolve(cfgmod.schema.parse_toml(cfg.to_toml()))   # as a resume reads it
+    assert again["data"] == d
+    with (tmp_path / "sub" / "d.csv").open("a") as fh:
+        fh.write("1,2,3,4,5\n")
+    with pytest.raises(ConfigError, match="has changed since the run recorded it"):
+        cfgmod.resolve(cfgmod.schema.parse_toml(cfg.to_toml()))
+
+
+@pytest.mark.parametrize("doc, match", [
+    ({"data": {"outputs": ["u"]}}, "data.outputs is set but data.path is not"),
+    ({"data": {"path": "PATH", "outputs": ["u"], "test": "official"}}, "data.test is for"),
+    ({"data": {"path": "PATH", "outputs": ["u"], "test_path": "PATH", "split_column": "a"}},
+     "keep one"),
+    ({"data": {"path": "PATH", "outputs": ["nope"]}}, r"\[data\] data file .* no column"),
+])
+def test_config_errors(csv_file, doc, match):
+    for v in doc["data"].values():
+        if v == "PATH":
+            doc = {"data": {k: (str(csv_file) if x == "PATH" else x)
+                            for k, x in doc["data"].items()}}
+    with pytest.raises(ConfigError, match=match):
+        cfgmod.resolve({**doc, "architecture": {"name": "mlp-regression"}})
+
+
+def test_run_and_analyse_a_csv_file_in_its_units(file_cfg, tmp_path):
+    from thermonet.analysis import read_analysis
+    from thermonet.cli import main
+    from thermonet.runner import Run, detach_log
+
+    out = tmp_path / "r"
+    Run.create(cfgmod.load(file_cfg), out).run()
+    detach_log()
+    assert "standardised by the training set" in (out / "thermonet.log").read_text()
+    res = CliRunner().invoke(main, ["analyse", str(out)])
+    assert res.exit_code == 0, res.output
+    a = read_analysis(out / "analysis.h5")
+    tr = ckpt.read_trace(out, samples=True)
+    thetas = tr["samples_theta"][tr["samples_iteration"] >= 3][:, 0]
+    split = load_file_split(tmp_path / "sub" / "d.csv", outputs=["u", "v"], standardise=True,
+                            seed=2)
+    st = split.test.provenance["standardisation"]
+    xz = (X[split.test.indices] - st["x_mean"]) / np.array(st["x_std"])
+    f = np.array([(np.tanh(xz @ th[:12].reshape(4, 3).T + th[12:16])
+                   @ th[16:24].reshape(2, 4).T + th[24:26]) * st["y_std"] + st["y_mean"]
+                  for th in thetas])
+    y = Y[split.test.indices]
+    assert a.table["predictive_test_error"][0] == pytest.approx(
+        np.mean(np.sum((f.mean(0) - y) ** 2, axis=1)), rel=1e-10)
+    base = np.mean(np.sum((y - Y[split.train.indices].mean(0)) ** 2, axis=1))
+    assert a.references["uninformed_error"] == pytest.approx(base, rel=1e-10)
+
+
+def test_file_errors_reach_the_command_line_as_one_line(file_cfg, tmp_path):
+    from thermonet.cli import main
+
+    (tmp_path / "sub" / "d.csv").write_text("a,b,c,u,v\n1,2,3,x,5\n")
+    res = CliRunner().invoke(main, ["run", str(file_cfg), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 1
+    assert "'x' is not a number" in res.output and len(res.output.strip().splitlines()) == 1
+    assert issubclass(ConfigError, ThermonetError)

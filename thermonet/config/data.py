@@ -1,0 +1,88 @@
+"""The ``[data]`` section of a run configuration: a named set, or a user's regression file
+(``path``) with its columns, split and standardisation (docs/regression.md).
+
+A file is read and checked once, when the configuration is resolved; its SHA-256 is recorded
+in the resolved configuration (``data.sha256``), so a resumed or analysed run refuses a file
+whose bytes changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from thermonet.errors import ConfigError
+
+DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
+    "name": ("D50", (str,), (lambda v: bool(v), "a data set name such as D500"),
+             "training set"),
+    "test": ("auto", (str,), (lambda v: v in ("auto", "complement", "official"),
+                              "one of auto, complement, official"), "test set"),
+    "path": ("", (str,), None,
+             ("a user's regression data file (.csv with a header row, or .npz); relative to "
+              "the configuration file. Empty: the named set")),
+    "inputs": ([], (list,), (lambda v: all(isinstance(c, str) for c in v),
+                             "a list of column names"),
+               "input columns of data.path (empty: every column but the outputs)"),
+    "outputs": ([], (list,), (lambda v: all(isinstance(c, str) for c in v),
+                              "a list of column names"), "target columns of data.path"),
+    "test_path": ("", (str,), None,
+                  "a second file with the same columns: the test set (relative as data.path)"),
+    "split_column": ("", (str,), None,
+                     "a column of data.path marking each case 0 (training) or 1 (test)"),
+    "test_fraction": (0.2, (float, int), (lambda v: 0 < v < 1, "a fraction in (0, 1)"),
+                      ("without test_path or split_column: this fraction of the cases, drawn "
+                       "from run.seed, is the test set")),
+    "standardise": (False, (bool,), None,
+                    ("shift and scale inputs and outputs by the training set's mean and "
+                     "standard deviation (errors are still reported in the file's units)")),
+    "sha256": ("", (str,), None,
+               ("checksum of data.path, recorded when a run starts; a changed file is "
+                "refused")),
+}
+#: [data] keys that only mean something with data.path
+FILE_DATA_KEYS = ("inputs", "outputs", "test_path", "split_column", "test_fraction",
+                  "standardise", "sha256")
+
+
+def resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) -> None:
+    """Check a user's data file once, here: its columns, split and checksum (recorded in the
+    resolved configuration, so a resumed or analysed run reads the same bytes)."""
+    if not data["path"]:
+        given = [k for k in FILE_DATA_KEYS if data[k] != DATA_KEYS[k][0]]
+        if given:
+            raise ConfigError(f"data.{given[0]} is set but data.path is not; give the data "
+                              "file in data.path, or remove the key")
+        return
+    from thermonet.data import load_configured
+    from thermonet.errors import DataError
+
+    if sources.get("data.name") == "default":
+        data["name"] = "file"
+    if data["test"] != "auto":
+        raise ConfigError("data.test is for the named sets, not for data.path; split a file "
+                          "with data.test_path, data.split_column or data.test_fraction")
+    if data["test_path"] and data["split_column"]:
+        raise ConfigError("data.test_path and data.split_column both give the test set; "
+                          "keep one")
+    try:
+        split = load_configured(data, seed)
+    except DataError as err:
+        raise ConfigError(f"[data] {err}") from None
+    data["sha256"] = str(split.train.provenance["sha256"])
+    if not data["inputs"]:
+        data["inputs"] = list(split.train.provenance["inputs"])
+
+
+def absolute_data_paths(raw: dict[str, Any], config_dir: Path,
+                        overrides: dict[str, Any]) -> None:
+    """Make data.path and data.test_path absolute: from the file, relative to its directory;
+    from ``--set``, relative to the working directory (the resolved configuration a run
+    stores then works from anywhere)."""
+    data = raw.get("data")
+    for key in ("path", "test_path"):
+        if isinstance(data, dict) and isinstance(data.get(key), str) and data[key]:
+            data[key] = str((config_dir / Path(data[key]).expanduser()).resolve())
+        value = overrides.get(f"data.{key}")
+        if isinstance(value, str) and value:
+            overrides[f"data.{key}"] = str(Path(value).expanduser().resolve())
