@@ -120,6 +120,9 @@ class Census:
     global_mixed: bool | None = None
     fraction: float | None = None        #: exp(bound - global)
     fraction_error: float | None = None
+    #: the bound lies more than 2 combined errors above the global estimate: impossible for
+    #: a lower bound, so the copies overlap (no separated basins) or an estimate is wrong
+    exceeds_global: bool | None = None
     rtol: float = SIGNATURE_RTOL
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -159,6 +162,7 @@ def census(log_evidence: Sequence[float], errors: Sequence[float], signatures: S
         out.global_mixed = global_mixed
         out.fraction = math.exp(bound - global_log_evidence)
         out.fraction_error = out.fraction * math.hypot(total_err, g_err)
+        out.exceeds_global = bound - global_log_evidence > 2 * math.hypot(total_err, g_err)
     return out
 
 
@@ -188,6 +192,10 @@ def describe(name: str, c: dict[str, Any]) -> list[str]:
         lines.append(f"  global (prior-anchored ladder) {c['global_log_evidence']:.2f} ± "
                      f"{c['global_error']:.2g}: the basins found explain a fraction "
                      f"{c['fraction']:.3g} ± {c['fraction_error']:.2g} of it{mixed}")
+        if c.get("exceeds_global"):
+            lines.append("  THE BOUND EXCEEDS THE GLOBAL ESTIMATE: the basins' copies overlap "
+                         "(at this temperature the minima do not sit in separated basins, so "
+                         "ln|G| over-counts), or one of the estimates is not converged")
     return lines
 
 
