@@ -58,6 +58,11 @@ def network_signature(arch: Any, theta: FloatArray, energy: float) -> FloatArray
     return np.concatenate(parts)
 
 
+def signature_of(arch: Any, theta: FloatArray | None, energy: float) -> list[float] | None:
+    """:func:`network_signature` as a list (JSON-ready), None without a point."""
+    return None if theta is None else network_signature(arch, theta, energy).tolist()
+
+
 def signature_distance(a: Any, b: Any) -> float:
     """Largest relative difference between two signatures, component by component, each
     relative to the larger magnitude (an absolute floor of 1e-300 keeps 0 against 0 at 0);
@@ -200,4 +205,4 @@ def describe(name: str, c: dict[str, Any]) -> list[str]:
 
 
 __all__ = ["SIGNATURE_RTOL", "Census", "census", "describe", "distinct_basins", "log_sum_exp",
-           "model_census", "network_signature", "signature_distance"]
+           "model_census", "network_signature", "signature_distance", "signature_of"]

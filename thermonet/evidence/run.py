@@ -58,7 +58,7 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError, ConfigError, ConvergenceError
 from thermonet.evidence import config as evcfg
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.census import model_census, network_signature
+from thermonet.evidence.census import signature_of
 from thermonet.evidence.models import (
     CONFIG_NAME,
     Minimum,
@@ -411,8 +411,7 @@ class Evidence:
         models = []
         for model in self.models:
             mine = [r for r in rows if r["model"] == model.name]
-            models.append({**between_minima(model.name, mine),
-                           "census": model_census(model.settings, mine)})
+            models.append(between_minima(model.name, mine, model.settings))
         factors = bayes_factors(rows, [m.name for m in self.models], models)
         checked = bool(ev["convergence"])
         converged = all(r["converged"] is not False for r in rows)
@@ -442,10 +441,9 @@ class Evidence:
         else:
             mean, sd, err = float(li[0]), math.nan, float(le[0])
         lv = float(reps[0]["log_volume"])
-        energy0 = float(m.info["energy"]) if m.info else float(reps[0]["energy0"])
         row: dict[str, Any] = {
             "model": name, "minimum": j, "n_params": int(reps[0]["n_params"]),
-            "energy0": energy0,
+            "energy0": float(m.info["energy"]) if m.info else float(reps[0]["energy0"]),
             "minimum_info": m.info,
             "log_volume": lv, "log_integral": mean, "log_integral_error": err,
             "log_integral_sd": sd, "log_integral_sem": sd / math.sqrt(n) if n >= 2 else err,
@@ -455,9 +453,8 @@ class Evidence:
                          "seconds": d.get("seconds")} for d in reps],
             "ti_details": reps[0].get("details", {}),
             **summary_entry(m.model.arch, m.theta),
-            "signature": (None if m.theta is None else
-                          network_signature(m.model.arch, m.theta, energy0).tolist()),
         }
+        row["signature"] = signature_of(m.model.arch, m.theta, row["energy0"])
         lap_path = self._laplace_path(name, j)
         if ev["laplace"] and lap_path.is_file():
             lap = read_json(lap_path)
