@@ -18,6 +18,7 @@ from thermonet.analysis.ladder import (
     swap_table,
 )
 from thermonet.analysis.mixing import assess
+from thermonet.analysis.model_evidence import model_evidence
 from thermonet.analysis.report import TABLE_COLUMNS, Analysis
 from thermonet.analysis.samples import SampleStore, evaluate_samples
 from thermonet.analysis.stopping import STOP_PATIENCE, STOP_SIGMA, best_temperature
@@ -279,6 +280,9 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     mx = assess(tr, temps, n_trajectories=n_traj, start=start,
                 elapsed_s=ck.counters.get("elapsed_s"))
     trips, restarts = mx.passages.round_trips, mx.passages.restarts
+    # the model's log evidence, when the ladder reaches from T = 1 to the prior
+    evidence = None if gaussian or n_used < 2 else model_evidence(
+        temps, np.asarray(tr["energy_k"], dtype=np.float64)[sl], mx.verdict)
     table["acceptance_err"] = mx.acceptance.error
     table["rhat_train_energy"] = mx.diagnostics["rhat"]
     table["ess_bulk_train_energy"] = mx.diagnostics["ess_bulk"]
@@ -341,6 +345,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "elapsed_s": float(ck.counters.get("elapsed_s", math.nan)),
         "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
         "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
+        "log_evidence": None if evidence is None else evidence.to_dict(),
         "swap_warn_threshold": float(swap_threshold), "stop_sigma": float(stop_sigma),
         "stop_patience": int(stop_patience),
         "test": bool(test), "predictive": bool(predictive and test),

@@ -194,6 +194,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"error {100 * b['stopping_test_error']:.2f}%"
                    + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
                       else " (no rise down to T_min)"))
+    if m.get("log_evidence"):
+        click.echo(f"evidence   {m['log_evidence']['text']}")
     click.echo(f"verdict    {m['verdict']['text']}")
     click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
     for w in a.warnings:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,13 @@ MODEL_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                                  "a file name or a list of file names"),
                ("minima to load (.npy, paper JSON, HDF5; a 2-D array gives one per row) "
                "instead of minimising standard initial draws")),
+    "global_log_evidence": ([], (list,), (lambda v: v == [] or (
+        len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                            and math.isfinite(x) for x in v) and v[1] >= 0),
+        "[] or [log evidence, error], two finite numbers"),
+        ("the model's log evidence from a prior-anchored ladder that mixed (`thermonet "
+         "analyse` prints it), [value, error]: the census reports the fraction of it that "
+         "the basins found explain")),
 }
 
 TI_METHODS = ("converged", "paper")
@@ -85,6 +93,8 @@ SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "model")
 #: already stored; more repeats, minima or the convergence report only add work)
 EXTENDABLE = ("evidence.workers", "evidence.executor", "evidence.repeats", "evidence.n_minima",
               "evidence.convergence", "evidence.laplace", "data.test")
+#: per-model keys that may differ likewise (they only add a comparison to the summary)
+EXTENDABLE_MODEL_KEYS = ("global_log_evidence",)
 
 #: the default minimiser is RMin with the baseline's settings (E(D|w) ~ 1e-5 at the stop,
 #: thermonet.baseline.BASELINE_RMIN_SETTINGS) and the box respected: the evidence integrates
@@ -300,4 +310,5 @@ def reference_table() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-__all__ = ["EVIDENCE_KEYS", "EXTENDABLE", "TI_METHODS", "load", "resolve", "ti_config"]
+__all__ = ["EVIDENCE_KEYS", "EXTENDABLE", "EXTENDABLE_MODEL_KEYS", "TI_METHODS", "load",
+           "resolve", "ti_config"]

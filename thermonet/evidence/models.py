@@ -34,7 +34,10 @@ def prepare_dir(cfg: cfgmod.ResolvedConfig, out: Path) -> cfgmod.ResolvedConfig:
         except (ConfigError, cfgmod.TOMLDecodeError) as err:
             raise CheckpointMismatchError(f"{stored_path} cannot be read back ({err}); choose "
                                           "another --out") from None
-        changed = cfgmod.diff(stored, cfg, ignore=evcfg.EXTENDABLE)
+        names = set(stored["model"]) | set(cfg["model"])
+        ignore = evcfg.EXTENDABLE + tuple(f"model.{n}.{k}" for n in sorted(names)
+                                          for k in evcfg.EXTENDABLE_MODEL_KEYS)
+        changed = cfgmod.diff(stored, cfg, ignore=ignore)
         if changed:
             what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changed[:4])
             more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""

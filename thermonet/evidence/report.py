@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.evidence.census import describe as describe_census
+from thermonet.evidence.census import model_census
 from thermonet.io.atomic import write_h5, write_json, write_text
 from thermonet.io.h5 import write_header
 from thermonet.io.jsonable import json_default
@@ -17,10 +19,14 @@ SUMMARY_FORMAT = "thermonet.evidence"
 SUMMARY_VERSION = 1
 
 
-def between_minima(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """How much the log evidence moves between minima of one model."""
+def between_minima(name: str, rows: list[dict[str, Any]],
+                   settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """How much the log evidence moves between minima of one model; with the model's
+    settings, also its census (:func:`thermonet.evidence.census.model_census`)."""
     le = np.array([r["log_evidence"] for r in rows])
     out: dict[str, Any] = {"model": name, "n_minima": len(rows)}
+    if settings is not None:
+        out["census"] = model_census(settings, rows)
     if len(rows) >= 2:
         out.update(mean=float(le.mean()), sd=float(le.std(ddof=1)),
                    min=float(le.min()), max=float(le.max()),
@@ -31,11 +37,15 @@ def between_minima(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def bayes_factors(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+def bayes_factors(rows: list[dict[str, Any]], names: list[str],
+                  models: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """ln[p(B|D)/p(A|D)] for every model B against the first model A, at minimum 0 of each
     (TI and Laplace), and from the means over minima with the between-minima spread; with
     both symmetry multiplicities known, also the basin-plus-copies ratio ``ti_with_copies``
-    (TI + ln|G_B| - ln|G_A|) and whether both minima passed the genericity check."""
+    (TI + ln|G_B| - ln|G_A|) and whether both minima passed the genericity check; with the
+    models' censuses (``models[i]["census"]``), the difference of their bounds
+    (``census``) and, when both have a global estimate, of those (``global``)."""
+    cens = {m["model"]: m.get("census") for m in models or []}
     by = {(r["model"], r["minimum"]): r for r in rows}
     out: list[dict[str, Any]] = []
     if len(names) < 2:
@@ -57,6 +67,13 @@ def bayes_factors(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str
             f["log_multiplicity"] = gb - ga
             f["ti_with_copies"] = f["ti"] + gb - ga
             f["generic"] = not (ra.get("symmetry_violations") or rb.get("symmetry_violations"))
+        ca, cb = cens.get(a), cens.get(b)
+        if ca and cb:
+            f["census"] = cb["bound"] - ca["bound"]
+            f["census_error"] = math.hypot(ca["bound_error"], cb["bound_error"])
+            if ca["global_log_evidence"] is not None and cb["global_log_evidence"] is not None:
+                f["global"] = cb["global_log_evidence"] - ca["global_log_evidence"]
+                f["global_error"] = math.hypot(ca["global_error"], cb["global_error"])
         ma = [r["log_evidence"] for r in rows if r["model"] == a]
         mb = [r["log_evidence"] for r in rows if r["model"] == b]
         if len(ma) >= 2 and len(mb) >= 2:
@@ -108,6 +125,15 @@ def write_h5_summary(path: Path, summary: dict[str, Any]) -> None:
                 for key in ("log_integral", "log_integral_error", "delta", "allowed"):
                     c[key] = np.array([v[key] for v in vs], dtype=np.float64)
                 c["passed"] = np.array([v["passed"] for v in vs], dtype=bool)
+        for m in summary["models"]:
+            cen = m.get("census")
+            if cen:
+                g = fh.require_group(f"model/{m['model']}")
+                for key in ("bound", "bound_error", "n_basins", "n_minima", "fraction",
+                            "fraction_error", "global_log_evidence", "global_error"):
+                    if cen.get(key) is not None:
+                        g.attrs[f"census_{key}"] = cen[key]
+                g["census_group"] = np.asarray(cen["groups"], dtype=np.int64)
 
     write_h5(path, fill)
 
@@ -184,6 +210,9 @@ def format_table(summary: dict[str, Any]) -> str:
             lines.append(f"between the {m['n_minima']} minima of {m['model']}: log evidence "
                          f"mean {m['mean']:.2f}, sd {m['sd']:.2f}, range {m['range']:.2f} "
                          f"({m['min']:.2f} to {m['max']:.2f})")
+    for m in summary["models"]:
+        if m.get("census"):
+            lines.extend(describe_census(m["model"], m["census"]))
     for f in summary["bayes_factors"]:
         b, a = f["numerator"], f["denominator"]
         mark = ("" if f["converged"] else "   NOT CONVERGED" if f["converged"] is False
@@ -198,6 +227,13 @@ def format_table(summary: dict[str, Any]) -> str:
                          f"{pm(f['ti_with_copies'], f['ti_error'])} (TI above "
                          f"{f['log_multiplicity']:+.2f} from ln|G|: each basin's evidence "
                          f"times its number of exact copies{note})")
+        if "census" in f:
+            lines.append(f"ln[p({b}|D)/p({a}|D)] census = {pm(f['census'], f['census_error'])} "
+                         "(difference of the census bounds: each model's distinct basins found "
+                         "with their copies; a difference of lower bounds, not a bound)")
+        if "global" in f:
+            lines.append(f"ln[p({b}|D)/p({a}|D)] global = {pm(f['global'], f['global_error'])} "
+                         "(prior-anchored ladders: the models' evidences, if both mixed)")
         if "ti_over_minima" in f:
             lines.append(f"ln[p({b}|D)/p({a}|D)] over minima = {f['ti_over_minima']:.2f} ± "
                          f"{f['ti_over_minima_sd']:.2f} (mean ± between-minima sd)")

@@ -58,6 +58,7 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError, ConfigError, ConvergenceError
 from thermonet.evidence import config as evcfg
 from thermonet.evidence._result import EvidenceResult
+from thermonet.evidence.census import signature_of
 from thermonet.evidence.models import (
     CONFIG_NAME,
     Minimum,
@@ -410,8 +411,8 @@ class Evidence:
         models = []
         for model in self.models:
             mine = [r for r in rows if r["model"] == model.name]
-            models.append(between_minima(model.name, mine))
-        factors = bayes_factors(rows, [m.name for m in self.models])
+            models.append(between_minima(model.name, mine, model.settings))
+        factors = bayes_factors(rows, [m.name for m in self.models], models)
         checked = bool(ev["convergence"])
         converged = all(r["converged"] is not False for r in rows)
         return {
@@ -453,6 +454,7 @@ class Evidence:
             "ti_details": reps[0].get("details", {}),
             **summary_entry(m.model.arch, m.theta),
         }
+        row["signature"] = signature_of(m.model.arch, m.theta, row["energy0"])
         lap_path = self._laplace_path(name, j)
         if ev["laplace"] and lap_path.is_file():
             lap = read_json(lap_path)

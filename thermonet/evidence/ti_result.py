@@ -10,6 +10,7 @@ import numpy as np
 from thermonet.evidence._result import EvidenceResult
 from thermonet.evidence.reference import Reference
 from thermonet.evidence.ti_config import TIConfig
+from thermonet.evidence.ti_errors import sweep_error
 from thermonet.evidence.ti_store import Progress
 from thermonet.types import FloatArray, IntArray
 
@@ -48,6 +49,9 @@ def assemble_result(config: TIConfig, ref: Reference, prior: Any, lambdas: Float
         if accepted[j] == 0:     # a stuck chain: its zero variance says nothing
             sem[j] = math.nan
     main = integrator.integrate(lambdas, mean, sem)
+    # one chain runs the sweep: pooled memory, carried from one λ point to the next
+    mc_err, cross, window = sweep_error(pr.samples, main.weights[order], config.n_burn_in,
+                                        main.error)
     other = integrator_named(other_rule(integrator.name)).integrate(lambdas, mean, sem)
     half = None
     if n_pts >= 5:
@@ -63,7 +67,7 @@ def assemble_result(config: TIConfig, ref: Reference, prior: Any, lambdas: Float
     log_z0_exact = ref.log_z0(prior.half_width, t, "exact")
     log_z0_centred = ref.log_z0(prior.half_width, t, "centred")
     log_integral = log_z0 + main.value / t
-    err = math.hypot(main.error, quad_err) / t
+    err = math.hypot(mc_err, quad_err) / t
     acc = pr.accepted[inv] / config.n_samples
     details: dict[str, Any] = {
         "lambdas": lambdas.tolist(),
@@ -76,12 +80,15 @@ def assemble_result(config: TIConfig, ref: Reference, prior: Any, lambdas: Float
         "divergent": pr.divergent[inv].astype(int).tolist(),
         "extra_adaptation": pr.extra_adapt[inv].astype(int).tolist(),
         "integral": main.value,
-        "integral_mc_error": main.error,
+        "integral_mc_error": mc_err,
+        "integral_mc_error_independent": main.error,
+        "integral_mc_cross_covariance": cross,
+        "carried_window": window,
         "integral_quadrature_error": quad_err,
         "integral_other_rule": other.value,
         "other_rule": other_rule(integrator.name),
         "integral_half_grid": half,
-        "log_integral_mc_error": main.error / t,
+        "log_integral_mc_error": mc_err / t,
         "log_integral_quadrature_error": quad_err / t,
         "log_z0": log_z0,
         "log_z0_exact": log_z0_exact,

@@ -1,0 +1,119 @@
+"""The log evidence of a model from a replica-exchange run anchored at the prior.
+
+A ladder whose hottest rung is the prior (``beta = 0``) and which holds a rung at ``T = 1``
+gives ``log Z(1) = log ∫ exp(-E(w)) prior(w) dw`` by stepping stone and by integration over
+beta (:mod:`thermonet.analysis.free_energy`). Unlike thermodynamic integration from a minimum,
+which measures the basin its chains stay in, this is the integral over the whole prior box:
+**the evidence of the model**, every basin and every symmetry copy included, but only if the
+replicas have visited them in proportion, i.e. if the run's mixing verdict is "mixed". A run
+that has not mixed gives a number whose error bar does not cover the basins it never
+reached. Checked against the exact log Z of a Gaussian mixture with unequal basins in
+tests/test_model_evidence.py; see docs/evidence.md, "Basin evidence and model evidence".
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from thermonet.analysis.free_energy import free_energies
+from thermonet.analysis.mixing import assess
+from thermonet.config.schema import parse_toml
+from thermonet.errors import ConfigError
+from thermonet.io.checkpoint import read_checkpoint
+from thermonet.io.trace import read_trace
+
+#: how close a rung's temperature must be to 1 to count as ``T = 1``
+T_ONE_RTOL = 1e-9
+
+
+class ModelEvidence(NamedTuple):
+    """``log Z(T = 1)`` of a run, its error bars and whether it may be read as the model's
+    evidence (``mixed``)."""
+
+    log_z_ss: float          #: stepping stone
+    log_z_ss_err: float      #: its standard error (rungs jointly)
+    log_z_ti: float          #: trapezoid integration of -<E> over beta
+    log_z_ti_err: float      #: its standard error (rungs jointly)
+    n_rungs: int             #: rungs from T = 1 up to the prior, both included
+    iterations_used: int
+    mixed: bool              #: the run's mixing verdict
+    verdict: str             #: its text
+
+    def describe(self) -> str:
+        """One line: the numbers and what they are."""
+        head = (f"log evidence (T = 1, from the prior rung): {self.log_z_ss:.4f} ± "
+                f"{self.log_z_ss_err:.2g} (stepping stone), {self.log_z_ti:.4f} ± "
+                f"{self.log_z_ti_err:.2g} (integration over beta)")
+        if self.mixed:
+            return head + "; the run mixed, so this is the model's evidence"
+        return (head + "; NOT the model's evidence: the run has not mixed, so basins its "
+                "replicas never reached are missing")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {**self._asdict(), "text": self.describe()}
+
+
+def t_one_slot(temperatures: Any) -> int | None:
+    """Index of the rung at ``T = 1``, or None."""
+    t = np.asarray(temperatures, dtype=np.float64)
+    hits = np.flatnonzero(np.isclose(t, 1.0, rtol=T_ONE_RTOL, atol=0.0))
+    return int(hits[0]) if hits.size else None
+
+
+def model_evidence(temperatures: Any, energy_nk: Any, verdict: Any) -> ModelEvidence | None:
+    """``log Z(T = 1)`` from a ladder's energies (iterations x slots, after the discard) and
+    its mixing verdict (an object with ``mixed`` and a text form). None when the ladder has
+    no prior rung, no rung at ``T = 1``, or no iterations."""
+    t = np.asarray(temperatures, dtype=np.float64)
+    e = np.asarray(energy_nk, dtype=np.float64)
+    j = t_one_slot(t)
+    if j is None or not np.isinf(t[-1]) or e.ndim != 2 or e.shape[0] < 2:
+        return None
+    fe = free_energies(1.0 / t, e)
+    return ModelEvidence(float(fe.log_z_ss_k[j]), float(fe.log_z_ss_err_k[j]),
+                         float(fe.log_z_ti_k[j]), float(fe.log_z_ti_err_k[j]),
+                         int(t.size - j), int(e.shape[0]), bool(verdict.mixed), str(verdict))
+
+
+def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> ModelEvidence:
+    """``log Z(T = 1)`` of the run in ``run_dir`` (made by ``thermonet run`` with
+    ``[ladder] prior_rung = true`` and a rung at T = 1), after discarding the fraction
+    ``discard`` of its iterations (default: the run's ``run.discard``), with the run's
+    mixing verdict. Raises :class:`ConfigError` when the run cannot give it."""
+    run_dir = Path(run_dir)
+    ck = read_checkpoint(run_dir)
+    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
+    cfg = parse_toml(ck.config_toml)
+    if cfg.get("prior", {}).get("gaussian_std") is not None:
+        raise ConfigError(f"{run_dir} has a Gaussian prior; log Z from the ladder is computed "
+                          "for the box prior only (its trace energies include the prior term)")
+    temps = np.asarray(ck.temperatures, dtype=np.float64)
+    if not np.isinf(temps[-1]) or t_one_slot(temps) is None:
+        raise ConfigError(f"{run_dir}: its ladder (T = {temps[0]:.4g} ... {temps[-1]:.4g}) "
+                          "needs a prior rung and a rung at T = 1 for the log evidence; run "
+                          "with [ladder] prior_rung = true and t_min = 1 (or a rung at 1)")
+    if discard is None:
+        discard = float(cfg.get("run", {}).get("discard", 0.2))
+    if not (isinstance(discard, (int, float)) and 0 <= discard < 1):
+        raise ConfigError(f"discard = {discard!r}; expected a fraction in [0, 1), e.g. 0.2")
+    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
+    trace = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
+    n = int((its <= ck.iteration).sum())
+    start = math.floor(discard * n)
+    sampler = cfg.get("sampler", {})
+    n_traj = int(cfg.get("ladder", sampler).get("n_trajectories", 1))
+    mx = assess(trace, temps, n_trajectories=n_traj, start=start,
+                elapsed_s=ck.counters.get("elapsed_s"))
+    out = model_evidence(temps, np.asarray(trace["energy_k"])[start:n], mx.verdict)
+    if out is None:
+        raise ConfigError(f"{run_dir} has {n - start} iterations after the discard; expected "
+                          f"at least 2 (continue it with `thermonet resume {run_dir}`)")
+    return out
+
+
+__all__ = ["T_ONE_RTOL", "ModelEvidence", "model_evidence", "run_log_evidence", "t_one_slot"]
