@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,5 +207,21 @@ def test_listing_plugins_imports_neither_numba_nor_plugins():
     code = ("import sys, thermonet, thermonet.registry as r; r.available('architecture'); "
             "bad = [m for m in sys.modules if m == 'numba' or m.startswith('thermonet.architectures')"
             " or m.startswith('thermonet.kernels')]; print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_command_line_imports_no_kernel_before_a_command_runs():
+    """`thermonet resume` pins the checkpoint's BLAS backend before any kernel is imported
+    (importing one fixes the process's backend): the CLI modules must not import them."""
+    import thermonet.cli as cli
+
+    modules = sorted(p.stem for p in Path(cli.__file__).parent.glob("*.py")
+                     if not p.stem.startswith("_"))
+    assert "run" in modules and "evidence" in modules
+    code = ("import sys, importlib; "
+            f"[importlib.import_module('thermonet.cli.' + m) for m in {modules!r}]; "
+            "bad = [m for m in sys.modules if m == 'numba' or m.startswith('thermonet.kernels')]; "
+            "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from thermonet.cli.options import RunProgress, is_quiet
-from thermonet.tempering.warmup import STAGE_NAMES
 
 
 @click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
@@ -171,6 +170,8 @@ def info(run_dir: str, as_json: bool) -> None:
     rounds = s.get("ladder_rounds") or []
     warm = s.get("warmup")
     if warm:
+        from thermonet.tempering.warmup import STAGE_NAMES   # not at import: kernels
+
         where = (f"ladder round {warm['round'] + 1}" if warm["stage"] == "ladder"
                  else STAGE_NAMES.get(warm["stage"], warm["stage"]))
         click.echo(f"ladder     in the warm-up ({where}, {warm['phase']}): not frozen yet; "
