@@ -296,3 +296,20 @@ def test_hmc_predictive_equals_the_gaussian_one_for_a_linear_model():
     assert np.all(s.var_se < 0.1 * (var - 1 / r.beta))
     with pytest.raises(ConfigError, match="n_draws"):
         sampled_predictive(r, pot, x, n_draws=10)
+
+
+def test_sweep_plot_adds_a_zoom_panel_for_a_wide_evidence_range(tmp_path):
+    from matplotlib.image import imread
+
+    from thermonet.evidence.mackay_sweep import SweepRow
+    from thermonet.plotting.mackay import plot_mackay_sweep
+
+    def row(h, ev, err, conv=True):
+        return SweepRow(h, 0, ev, ev, 0.0, 0.0, 0.0, 1.0, [1.0], 0.1, err, err, 1, conv, 0.1)
+
+    narrow = [row(1, -10.0, 1.0), row(2, 5.0, 0.5)]
+    wide = [row(1, -300.0, 1.0), row(2, 100.0, 0.01), row(3, 110.0, 0.009, False)]
+    one = imread(plot_mackay_sweep(narrow, tmp_path / "one.png"))
+    two = imread(plot_mackay_sweep(wide, tmp_path / "two.png"))
+    # the second panel widens the figure (6.4 -> 11 inches at the same height)
+    assert two.shape[1] / two.shape[0] > 1.5 * one.shape[1] / one.shape[0]
