@@ -245,9 +245,12 @@ def test_parse_hidden_and_the_command(tmp_path):
             parse_hidden(bad)
     res = CliRunner().invoke(main, ["mackay", "--hidden", "1", "--restarts", "1",
                                     "--max-iter", "3", "--json", "--plot",
-                                    str(tmp_path / "f.png")])
+                                    str(tmp_path / "f.png"), "--out",
+                                    str(tmp_path / "rows.json")])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
+    saved = json.loads((tmp_path / "rows.json").read_text())
+    assert saved["rows"] == out["rows"] and saved["hessian"] == "auto"
     (row,) = out["rows"]
     assert row["hidden"] == 1 and row["log_symmetry"] == pytest.approx(math.log(2))
     assert row["log_evidence"] == pytest.approx(
@@ -256,3 +259,57 @@ def test_parse_hidden_and_the_command(tmp_path):
     assert (tmp_path / "f.png").stat().st_size > 0
     bad = CliRunner().invoke(main, ["mackay", "--hidden", "x"])
     assert bad.exit_code == 1 and "expected e.g. '1-10'" in bad.output
+
+
+def test_exact_and_difference_hessians_give_the_same_evidence():
+    from thermonet.data import load_data
+
+    split = load_data("robot-arm")
+    arch = RegressionMLP(n_inputs=2, hidden=[3], n_outputs=2)
+    hyper = [2.0, 1.0, 0.5, 300.0]
+    theta0 = np.random.default_rng(2).normal(0, 0.5, arch.n_params)
+    exact = evaluate_at(arch.potential(split.train), theta0, hyper)
+    # started at that minimum (from theta0 the two minimisers, trust-region Newton and
+    # L-BFGS, may reach permuted copies), the difference Hessian finds the same point and
+    # the evidence agrees to the differences' O(h^4) error in ln det A
+    fd = evaluate_at(arch.potential(split.train), exact.theta, hyper, hessian_method="fd")
+    np.testing.assert_allclose(exact.theta, fd.theta, atol=1e-5)
+    assert exact.log_evidence == pytest.approx(fd.log_evidence, abs=1e-5)
+    with pytest.raises(ConfigError, match="rop"):
+        evaluate_at(arch.potential(split.train), theta0, hyper, hessian_method="rop")
+
+
+def test_hmc_predictive_equals_the_gaussian_one_for_a_linear_model():
+    """For a model linear in its weights the posterior at fixed hyperparameters is exactly
+    Gaussian: HMC's predictive moments must match the framework's within their MC errors."""
+    from thermonet.evidence.mackay_hmc import sampled_predictive
+
+    pot = _problem(seed=5)
+    r = reestimate(pot, np.zeros(pot.n_params), [1.0, 1.0, 1.0], tol=1e-8)
+    x = np.random.default_rng(6).normal(size=(5, pot.d))
+    mean, var = predictive(r, pot, x)
+    s = sampled_predictive(r, pot, x, n_draws=3000, seed=1)
+    assert s.acceptance > 0.5
+    assert np.all(np.abs(s.mean - mean) < 4.5 * s.mean_se)
+    assert np.all(np.abs(s.var - var) < 4.5 * s.var_se)
+    # the errors are small enough for the comparison to mean something
+    assert np.all(s.var_se < 0.1 * (var - 1 / r.beta))
+    with pytest.raises(ConfigError, match="n_draws"):
+        sampled_predictive(r, pot, x, n_draws=10)
+
+
+def test_sweep_plot_adds_a_zoom_panel_for_a_wide_evidence_range(tmp_path):
+    from matplotlib.image import imread
+
+    from thermonet.evidence.mackay_sweep import SweepRow
+    from thermonet.plotting.mackay import plot_mackay_sweep
+
+    def row(h, ev, err, conv=True):
+        return SweepRow(h, 0, ev, ev, 0.0, 0.0, 0.0, 1.0, [1.0], 0.1, err, err, 1, conv, 0.1)
+
+    narrow = [row(1, -10.0, 1.0), row(2, 5.0, 0.5)]
+    wide = [row(1, -300.0, 1.0), row(2, 100.0, 0.01), row(3, 110.0, 0.009, False)]
+    one = imread(plot_mackay_sweep(narrow, tmp_path / "one.png"))
+    two = imread(plot_mackay_sweep(wide, tmp_path / "two.png"))
+    # the second panel widens the figure (6.4 -> 11 inches at the same height)
+    assert two.shape[1] / two.shape[0] > 1.5 * one.shape[1] / one.shape[0]

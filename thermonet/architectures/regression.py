@@ -36,6 +36,7 @@ from thermonet.architectures.scale_factors import ScaleFactorPotential, scale_fa
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_regression as kr
+from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.types import FloatArray
 
 HIDDEN_ACTIVATIONS = {"tanh": k.HIDDEN_TANH, "logistic": 0}
@@ -99,6 +100,8 @@ class RegressionPotential(Potential):
         self.prec = np.empty(self.n_params)
         self.tau = 1.0
         self.const = 0.0
+        # the closed-form Hessian covers one hidden layer; deeper nets differentiate the gradient
+        self.hessian_method = "analytic" if len(self._widths) == 3 else "fd"
         self.set_hyperparameters(arch.initial_hyper(), 1.0)
 
     # -- hyperparameters --------------------------------------------------------------------
@@ -154,6 +157,22 @@ class RegressionPotential(Potential):
             self._act, self.x, self.y, self.block, self._work, self._partial, self.tau,
             self.prec, self.const)
         return float(e), int(n), int(status), int(n_ref)
+
+    def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
+                threads: int | None = None) -> FloatArray:
+        """``tau nabla nabla S + diag(prec)``: exact (compiled closed form,
+        :mod:`thermonet.kernels.mlp_regression_hessian`) for one hidden layer, finite
+        differences of the gradient otherwise (:meth:`Potential.hessian`)."""
+        if self.hessian_method != "analytic":
+            return super().hessian(theta, index=index)
+        out = np.empty((self.n_params, self.n_params))
+        krh.hessian(self._theta(theta), int(self._widths[0]), int(self._widths[1]),
+                    int(self._widths[2]), bool(self._act & k.HIDDEN_TANH), self.x, self.y,
+                    False, self.tau, self.prec, out)
+        if index is None:
+            return out
+        idx = np.asarray(index, dtype=np.int64)
+        return np.ascontiguousarray(out[np.ix_(idx, idx)])
 
     def copy(self) -> RegressionPotential:
         """A potential on the same data with its own scratch and hyperparameters."""

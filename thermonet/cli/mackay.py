@@ -24,13 +24,20 @@ import click
               help="Re-estimation cycles at most per network.")
 @click.option("--tol", type=float, default=1e-4, show_default=True,
               help="Convergence: every |change| of ln alpha_c and ln beta below this.")
+@click.option("--hessian", "hessian_method", type=click.Choice(["auto", "fd"]), default="auto",
+              show_default=True, help="The Hessian A: auto = exact (compiled closed form for one "
+              "hidden layer), fd = central differences of the gradient.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write MacKay's Fig. 2b analogue (log evidence vs test error) here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON instead.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="Keep the rows in this JSON file, rewritten (atomically) after every "
+              "network, so an interrupted sweep keeps what it finished.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the rows as JSON instead (progress still goes to stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def mackay(data_name: str, hidden: str, restarts: int, seed: int, activation: str,
-           max_iter: int, tol: float, plot_path: str | None, as_json: bool,
-           quiet: bool) -> None:
+           max_iter: int, tol: float, hessian_method: str, plot_path: str | None,
+           out_path: str | None, as_json: bool, quiet: bool) -> None:
     """Train networks of each width by MacKay's framework and rank them by evidence.
 
     Every network (one hidden layer, ``mlp-regression`` with three weight groups and an
@@ -58,14 +65,29 @@ def mackay(data_name: str, hidden: str, restarts: int, seed: int, activation: st
 
         check_out(plot_path)
 
+    done: list[dict[str, Any]] = []
+    if out_path is not None:
+        from thermonet.io.atomic import check_output
+
+        check_output(out_path)
+
     def progress(row: Any) -> None:
-        if not quiet and not as_json:
+        if out_path is not None:
+            from thermonet.io.atomic import write_json
+
+            done.append(row.as_dict())
+            write_json(out_path, {"command": "mackay", "data": data_name, "hidden": widths,
+                                  "restarts": restarts, "seed": seed, "activation": activation,
+                                  "max_iter": max_iter, "tol": tol,
+                                  "hessian": hessian_method, "rows": done})
+        if not quiet:
             click.echo(f"H = {row.hidden} restart {row.restart}: log evidence "
                        f"{row.log_evidence:.2f}, test error {row.test_error:.5f} "
                        f"({row.seconds:.1f} s)", err=True)
 
     rows = mackay_sweep(widths, restarts, seed=seed, activation=activation, data=data_name,
-                        progress=progress, max_iter=max_iter, tol=tol)
+                        progress=progress, max_iter=max_iter, tol=tol,
+                        hessian_method=hessian_method)
     rho = rank_correlation(rows)
     if as_json:
         out = {"rows": [r.as_dict() for r in rows],

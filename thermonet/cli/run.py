@@ -170,7 +170,7 @@ def info(run_dir: str, as_json: bool) -> None:
     rounds = s.get("ladder_rounds") or []
     warm = s.get("warmup")
     if warm:
-        from thermonet.tempering.warmup import STAGE_NAMES   # not at import: kernels
+        from thermonet.tempering.warmup import STAGE_NAMES  # not at import: kernels
 
         where = (f"ladder round {warm['round'] + 1}" if warm["stage"] == "ladder"
                  else STAGE_NAMES.get(warm["stage"], warm["stage"]))

@@ -15,7 +15,15 @@ biases). Its ``energy_and_grad`` is ``M`` and its gradient, ``half_sse`` is ``E_
 ``tau`` (= beta) are read back. So ``M = -ln p(D|w, beta) - sum_i prec_i w_i^2/2`` and
 ``exp(-M)`` is the unnormalised posterior.
 
-Level 1: ``w_MP`` minimises ``M`` (L-BFGS, then Newton steps on the Hessian ``A``).
+Level 1: ``w_MP`` minimises ``M`` (a trust-region Newton method when the potential has an
+exact Hessian, L-BFGS otherwise; then Newton steps on the Hessian ``A``). The regression
+network with one hidden layer has an exact, compiled one
+(:mod:`thermonet.kernels.mlp_regression_hessian`); ``hessian_method="fd"`` asks for central
+differences of the gradient instead.
+
+A classifier (:mod:`thermonet.evidence.mackay_classify`) has no ``half_sse`` and no noise
+level: its ``likelihood_energy`` is the cross-entropy ``-ln p(D|w)``, which then plays the part
+of ``E_D`` in the best-fit likelihood.
 
 Level 2a (MacKay eqs. 8-9, with one regulariser per group): with ``A = nabla nabla M =
 beta nabla nabla E_D + diag(prec)``,
@@ -68,7 +76,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.curvature import hessian
+from thermonet.evidence.curvature import hessian, resolve_method
 from thermonet.types import FloatArray, IntArray
 
 __all__ = ["MacKayResult", "evaluate_at", "jacobian", "log_symmetry_factor",
@@ -87,7 +95,7 @@ class MacKayResult:
     beta: float                  # noise precision
     gamma_groups: FloatArray     # well-determined parameters per group
     gamma: float                 # over every parameter (fixed-precision ones included)
-    e_d: float                   # E_D(w_MP)
+    e_d: float                   # E_D(w_MP) (a classifier's: the cross-entropy)
     e_w: FloatArray              # E_W,c(w_MP) per group
     n_params: int
     n_residuals: int
@@ -148,7 +156,10 @@ def _hyper_layout(potential: Any) -> tuple[list[str], list[IntArray], list[float
     return names, idx, scales, model.noise is not None
 
 
-def _minimise(potential: Any, theta: FloatArray, max_iter: int) -> FloatArray:
+def _minimise(potential: Any, theta: FloatArray, max_iter: int, method: str = "fd"
+              ) -> FloatArray:
+    """Minimise ``M``: with an exact Hessian a trust-region Newton method (``trust-exact``,
+    which also leaves saddles along negative curvature), otherwise L-BFGS."""
     import scipy.optimize
 
     def fun(w: FloatArray) -> tuple[float, FloatArray]:
@@ -157,17 +168,27 @@ def _minimise(potential: Any, theta: FloatArray, max_iter: int) -> FloatArray:
             return math.inf, np.zeros_like(w)
         return float(e), np.array(g)
 
+    if method != "fd":
+        def hess(w: FloatArray) -> FloatArray:
+            h = hessian(potential, np.ascontiguousarray(w), method=method)
+            return h if np.all(np.isfinite(h)) else np.eye(w.shape[0])
+
+        res = scipy.optimize.minimize(fun, theta, jac=True, hess=hess, method="trust-exact",
+                                      options={"maxiter": max_iter, "gtol": 1e-9})
+        if np.all(np.isfinite(res.x)):
+            return np.asarray(res.x, dtype=np.float64)
     res = scipy.optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
                                   options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-7,
                                            "ftol": 1e-14})
     return np.asarray(res.x, dtype=np.float64)
 
 
-def _newton(potential: Any, theta: FloatArray, n_steps: int) -> tuple[FloatArray, FloatArray]:
+def _newton(potential: Any, theta: FloatArray, n_steps: int, method: str = "auto"
+            ) -> tuple[FloatArray, FloatArray]:
     """Newton steps on ``M`` (halved until ``M`` does not increase) and the Hessian at the
-    last point (symmetrised; finite differences of the gradient unless the potential has an
-    exact one)."""
-    a = hessian(potential, theta)
+    last point (symmetrised; the potential's exact one under ``method = "auto"`` when it has
+    one, finite differences of the gradient under ``"fd"``)."""
+    a = hessian(potential, theta, method=method)
     for _ in range(n_steps):
         e0, g = potential.energy_and_grad(theta)
         g = np.array(g)
@@ -184,17 +205,18 @@ def _newton(potential: Any, theta: FloatArray, n_steps: int) -> tuple[FloatArray
         else:
             break
         theta = trial
-        a = hessian(potential, theta)
+        a = hessian(potential, theta, method=method)
     return theta, a
 
 
 def _level1(potential: Any, theta: FloatArray, lbfgs_iter: int, newton_steps: int,
-            escapes: int = 4) -> tuple[FloatArray, FloatArray]:
+            method: str = "auto", escapes: int = 4) -> tuple[FloatArray, FloatArray]:
     """``w_MP``: L-BFGS, Newton polish; at a saddle (a negative eigenvalue of ``A``) a step
     down along its eigenvector and again."""
+    exact = resolve_method(potential, method)
     for attempt in range(escapes + 1):
-        theta = _minimise(potential, theta, lbfgs_iter)
-        theta, a = _newton(potential, theta, newton_steps)
+        theta = _minimise(potential, theta, lbfgs_iter, exact)
+        theta, a = _newton(potential, theta, newton_steps, method)
         lam, u = np.linalg.eigh(a)
         if not np.all(np.isfinite(lam)) or lam[0] > 0 or attempt == escapes:
             return theta, a
@@ -217,7 +239,7 @@ def _level1(potential: Any, theta: FloatArray, lbfgs_iter: int, newton_steps: in
 def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int = 200,
                tol: float = 1e-6, lbfgs_iter: int = 5000, newton_steps: int = 4,
                log_symmetry: float = 0.0, max_log_hyper: float = 40.0,
-               max_step: float = 2.0) -> MacKayResult:
+               max_step: float = 2.0, hessian_method: str = "auto") -> MacKayResult:
     """Level 2a re-estimation and the level-2 evidence of ``potential`` (module docstring).
 
     Parameters
@@ -242,7 +264,12 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         -> 0), and the result is marked not converged.
     max_step : float
         Largest change of any ``ln alpha_c``/``ln beta`` in one cycle.
+    hessian_method : {"auto", "fd", "analytic", "rop"}
+        The Hessian ``A`` (:func:`thermonet.evidence.curvature.hessian`): "auto" takes the
+        potential's exact one (the one-hidden-layer ``mlp-regression`` has a compiled closed
+        form), "fd" central differences of the gradient.
     """
+    resolve_method(potential, hessian_method)
     d = int(potential.n_params)
     th = np.array(theta0, dtype=np.float64).ravel()
     if th.shape != (d,) or not np.all(np.isfinite(th)):
@@ -268,7 +295,7 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
     a = np.zeros((d, d))
     for it in range(1, int(max_iter) + 1):
         potential.set_hyperparameters(hyper, 1.0)
-        th, a = _level1(potential, th, lbfgs_iter, newton_steps)
+        th, a = _level1(potential, th, lbfgs_iter, newton_steps, hessian_method)
         lam, u = np.linalg.eigh(a)
         if not np.all(np.isfinite(lam)):
             raise ConfigError("the Hessian at w_MP is not finite (overflow in the network?)")
@@ -278,7 +305,6 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         lam_used = np.maximum(lam, 1e-9 * max(float(lam[-1]), 1e-300))
         diag_inv = np.einsum("ij,j,ij->i", u, 1.0 / lam_used, u)
         well = 1.0 - potential.prec * diag_inv
-        e_d = float(potential.half_sse(th))
         new = hyper.copy()
         clipped = saddle
         for c in range(n_groups):
@@ -290,6 +316,7 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
             clipped |= g_c != float(np.sum(well[idx[c]]))
             new[c] = g_c / (2.0 * e_w) if e_w > 0 else math.inf
         if unknown_noise:
+            e_d = float(potential.half_sse(th))
             g_all = float(np.clip(np.sum(well), 0.0, nk - 1e-3))
             clipped |= g_all != float(np.sum(well))
             new[-1] = (nk - g_all) / (2.0 * e_d) if e_d > 0 else math.inf
@@ -308,16 +335,18 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
             break
     # the evidence at the final hyperparameters and their w_MP
     potential.set_hyperparameters(hyper, 1.0)
-    th, a = _level1(potential, th, lbfgs_iter, newton_steps)
+    th, a = _level1(potential, th, lbfgs_iter, newton_steps, hessian_method)
     lam, u = np.linalg.eigh(a)
     return _evaluate(potential, th, hyper, lam, u, names, idx, scales, unknown_noise,
                      log_symmetry, it, converged, history)
 
 
 def evaluate_at(potential: Any, theta0: Any, hyper: Any, *, lbfgs_iter: int = 5000,
-                newton_steps: int = 4, log_symmetry: float = 0.0) -> MacKayResult:
+                newton_steps: int = 4, log_symmetry: float = 0.0,
+                hessian_method: str = "auto") -> MacKayResult:
     """Level 1 and the evidence terms at fixed ``(alpha_1..alpha_C[, beta])``, without
     re-estimation (``n_iter = 0``, ``converged = False``)."""
+    resolve_method(potential, hessian_method)
     names, idx, scales, unknown_noise = _hyper_layout(potential)
     d = int(potential.n_params)
     th = np.array(theta0, dtype=np.float64).ravel()
@@ -327,7 +356,7 @@ def evaluate_at(potential: Any, theta0: Any, hyper: Any, *, lbfgs_iter: int = 50
         raise ConfigError(f"theta0 of shape {th.shape} and hyper of shape {h.shape}; expected "
                           f"({d},) and ({want},) with positive precisions")
     potential.set_hyperparameters(h, 1.0)
-    th, a = _level1(potential, th, lbfgs_iter, newton_steps)
+    th, a = _level1(potential, th, lbfgs_iter, newton_steps, hessian_method)
     lam, u = np.linalg.eigh(a)
     return _evaluate(potential, th, h, lam, u, names, idx, scales, unknown_noise,
                      log_symmetry, 0, False, [])
@@ -344,10 +373,15 @@ def _evaluate(potential: Any, th: FloatArray, hyper: FloatArray, lam: FloatArray
     nk = int(potential.n_residuals)
     prec = np.array(potential.prec, dtype=np.float64)
     beta = float(potential.tau)
-    e_d = float(potential.half_sse(th))
     e_w = np.array([0.5 * s * float(np.sum(th[i] ** 2)) for i, s in zip(idx, scales,
                                                                          strict=True)])
-    log_like = -beta * e_d - 0.5 * nk * (_LOG_2PI - math.log(beta))
+    if hasattr(potential, "half_sse"):
+        e_d = float(potential.half_sse(th))
+        log_like = -beta * e_d - 0.5 * nk * (_LOG_2PI - math.log(beta))
+    else:
+        # a classifier (mackay_classify): E_D is the cross-entropy, -ln p(D|w)
+        e_d = float(potential.likelihood_energy(th))
+        log_like = -e_d
     pd = bool(lam.size == 0 or lam[0] > 0)
     if pd:
         diag_inv = np.einsum("ij,j,ij->i", u, 1.0 / lam, u)

@@ -14,6 +14,7 @@ import numpy as np
 
 from thermonet.errors import ConfigError
 from thermonet.evidence.mackay import mackay_evidence
+from thermonet.kernels.threads import blas_single
 
 __all__ = ["SweepRow", "format_table", "mackay_sweep", "parse_hidden", "rank_correlation"]
 
@@ -88,9 +89,11 @@ def mackay_sweep(hidden: Sequence[int], restarts: int = 3, *, seed: int = 0,
                                 n_outputs=n_out, hidden_activation=activation)
         for r in range(int(restarts)):
             t0 = time.perf_counter()
-            res = mackay_evidence(arch, split.train, seed=int(
-                np.random.SeedSequence([int(seed), int(h), r]).generate_state(1)[0]),
-                **options)
+            # the matrices are at most ~100 x 100: a threaded BLAS only adds contention
+            with blas_single():
+                res = mackay_evidence(arch, split.train, seed=int(
+                    np.random.SeedSequence([int(seed), int(h), r]).generate_state(1)[0]),
+                    **options)
             row = SweepRow(
                 hidden=int(h), restart=r, log_evidence=res.log_evidence,
                 log_likelihood=res.log_likelihood, log_occam_w=res.log_occam_w,
