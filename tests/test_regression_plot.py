@@ -87,3 +87,47 @@ def test_cli_writes_the_figure_and_refuses_several_runs(run_dir, tmp_path):
 
     with pytest.raises(PlotError, match="quantiles"):
         predictive_numbers(run_dir, quantiles=(0.9, 0.1))
+
+
+def test_the_error_trace_equals_numpy_along_the_run(run_dir, tmp_path):
+    """Neal 1993 Fig. 2's numbers: each stored network's training and test squared error, and
+    the test error of the outputs averaged from the end of the discarded part, computed
+    independently in NumPy."""
+    from thermonet.cli import main
+    from thermonet.data import load_file_split
+    from thermonet.plotting import error_trace, plot_errors
+
+    nums = error_trace(run_dir)
+    tr = ckpt.read_trace(run_dir, samples=True)
+    its, thetas = tr["samples_iteration"], tr["samples_theta"][:, 0]
+    split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
+                            standardise=True, seed=2)
+    st = split.train.provenance["standardisation"]
+
+    def err(th, idx):
+        xz = (X[idx] - st["x_mean"]) / np.array(st["x_std"])
+        return np.mean(np.sum((forward(th, xz, st) - Y[idx]) ** 2, axis=1))
+
+    assert np.array_equal(nums.iteration, its) and nums.first_kept == 3    # discard 0.34 of 6
+    assert np.allclose(nums.train, [err(th, split.train.indices) for th in thetas], rtol=1e-10)
+    assert np.allclose(nums.test, [err(th, split.test.indices) for th in thetas], rtol=1e-10)
+    xz = (X[split.test.indices] - st["x_mean"]) / np.array(st["x_std"])
+    f = np.array([forward(th, xz, st) for th in thetas])
+    kept = its >= 3
+    running = [np.mean(np.sum((f[kept][: j + 1].mean(0) - Y[split.test.indices]) ** 2, axis=1))
+               for j in range(int(kept.sum()))]
+    assert np.all(np.isnan(nums.averaged[~kept]))
+    assert np.allclose(nums.averaged[kept], running, rtol=1e-10)
+    # the last averaged value is the predictive test error the analysis reports
+    from thermonet.analysis.samples import evaluate_regression
+    from thermonet.plotting.predictive import regression_model
+
+    _, arch, data = regression_model(run_dir, None)
+    ev = evaluate_regression(arch, thetas[kept], test=data.test)
+    assert ev.predictive_test_error == pytest.approx(nums.averaged[-1], rel=1e-12)
+    fig = plot_errors(run_dir)
+    assert np.allclose(fig.axes[0].lines[2].get_data()[1][kept], running)
+    out = tmp_path / "e.png"
+    res = CliRunner().invoke(main, ["plot", str(run_dir), "--kind", "errors", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 1000

@@ -8,11 +8,12 @@ import click
 
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
 #: which a test checks, so that this module need not import the plotting code for --help)
-KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "predictive")
+KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "predictive",
+                "errors")
 
 
 @click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat, barrier, "
-                          "predictive.")
+                          "predictive, errors.")
 @click.argument("run_dirs", metavar="DIR [DIR ...]", nargs=-1, required=True,
                 type=click.Path(file_okay=False))
 @click.option("--kind", required=True, type=click.Choice(KIND_CHOICES),
@@ -28,8 +29,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "pred
               show_default=True,
               help="replicas: one line per temperature slot or per replica.")
 @click.option("--temperature", type=float, default=1.0, show_default=True,
-              help="size: the temperature to read the training energy at; predictive: the "
-                   "rung nearest it.")
+              help="size: the temperature to read the training energy at; predictive, "
+                   "errors: the rung nearest it.")
 @click.option("--band", type=float, nargs=2, default=(5.0, 95.0), show_default=True,
               metavar="LO HI", help="predictive: the band's percentiles of the sampled outputs.")
 @click.option("--nearest", is_flag=True,
@@ -44,7 +45,7 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "pred
 @click.option("--workers", type=int, default=1, show_default=True,
               help="energy: threads evaluating the samples on the test data.")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
-              help="energy/size/heat/predictive: MNIST location for a complement test set "
+              help="energy/size/heat/predictive/errors: MNIST location for a complement test set "
                    "[default: "
                    "$THERMONET_MNIST_DIR].")
 @click.option("--from-analysis", is_flag=True,
@@ -75,6 +76,9 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
       predictive  regression runs: the predictive mean and a --band of the sampled
                 networks' outputs against the test targets, and along a slice through
                 each input (the others at their training mean); one DIR
+      errors    regression runs: training and test squared error of each stored network
+                and the test error of their running average over the iterations (Neal
+                1993 Fig. 2); one DIR or several, stacked
 
     \b
     Examples:
@@ -83,6 +87,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
             --baseline base_D50.json --baseline base_D500.json
         thermonet plot runs/D50 runs/D500 runs/D5000 --kind size --out size.svg
         thermonet plot runs/robot_arm --kind predictive --out arm.png
+        thermonet plot runs/robot_arm --kind errors --out arm_errors.png
     """
     from thermonet import plotting
     from thermonet.errors import PlotError
@@ -125,6 +130,8 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     elif kind == "predictive":
         options.update(temperature=temperature, quantiles=(band[0] / 100, band[1] / 100),
                        mnist_dir=mnist_dir)
+    elif kind == "errors":
+        options.update(temperature=temperature, mnist_dir=mnist_dir)
     plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)
     root = ctx.find_root()
     if not (root.obj and root.obj.get("quiet")):

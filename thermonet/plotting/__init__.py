@@ -17,6 +17,8 @@ kind               function
 ``heat``           :func:`plot_heat`: the heat capacity Var(E)/T² versus T
 ``predictive``     :func:`plot_predictive`: a regression run's predictive mean and band
                    against the test targets and along 1-D input slices
+``errors``         :func:`plot_errors`: a regression run's training and test errors of
+                   each stored network and of their running average (Neal 1993 Fig. 2)
 =================  ==========================================================================
 
 ``replicas`` and ``ladder`` read only the trace; ``energy``, ``size`` and ``heat`` use
@@ -49,6 +51,7 @@ from thermonet.plotting.energies import (
     plot_size,
     value_at_temperature,
 )
+from thermonet.plotting.error_trace import ErrorTrace, error_trace, plot_errors
 from thermonet.plotting.figure import (
     ENERGY_LABEL,
     FORMATS,
@@ -101,6 +104,7 @@ __all__ = [
     "KINDS",
     "TEMPERATURE_CMAP",
     "UNINFORMED_PER_POINT",
+    "ErrorTrace",
     "PathLike",
     "PredictiveNumbers",
     "RunInfo",
@@ -108,6 +112,7 @@ __all__ = [
     "as_run_list",
     "check_out",
     "discard_note",
+    "error_trace",
     "figure_title",
     "first_kept",
     "format_number",
@@ -120,6 +125,7 @@ __all__ = [
     "plain_log_ticks",
     "plot",
     "plot_energies",
+    "plot_errors",
     "plot_heat",
     "plot_ladder",
     "plot_predictive",

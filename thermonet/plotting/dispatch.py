@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from thermonet.errors import PlotError
 from thermonet.plotting.barrier import plot_barrier
 from thermonet.plotting.energies import plot_energies, plot_size
+from thermonet.plotting.error_trace import plot_errors
 from thermonet.plotting.figure import PathLike, check_out, new_figure, save
 from thermonet.plotting.ladder import plot_heat, plot_ladder
 from thermonet.plotting.predictive import plot_predictive
@@ -26,6 +27,7 @@ KINDS: dict[str, tuple[Callable[..., Figure], bool]] = {
     "heat": (plot_heat, True),
     "barrier": (plot_barrier, False),
     "predictive": (plot_predictive, False),
+    "errors": (plot_errors, False),
 }
 #: kinds whose figure has several panels of one run: one DIR only
 ONE_RUN = ("predictive",)

@@ -56,7 +56,9 @@ class PredictiveNumbers:
     slice_hi: list[np.ndarray] = field(default_factory=list)
 
 
-def _model(run_dir: PathLike, mnist_dir: Any) -> tuple[Any, Any, Any]:
+def regression_model(run_dir: PathLike, mnist_dir: Any) -> tuple[Any, Any, Any]:
+    """A regression run's checkpoint, architecture and data split (one-line errors for a run
+    that is not one)."""
     from thermonet import config as cfgmod
     from thermonet import registry
     from thermonet.config import parse_toml
@@ -66,14 +68,15 @@ def _model(run_dir: PathLike, mnist_dir: Any) -> tuple[Any, Any, Any]:
     ck = read_checkpoint(run_dir)
     cfg = cfgmod.resolve(parse_toml(ck.config_toml), warn_legacy=False)
     if cfg["data"]["name"] == "none":
-        raise PlotError(f"{run_dir} has no data; --kind predictive is for regression runs")
+        raise PlotError(f"{run_dir} has no data; --kind predictive and errors are for regression "
+                        "runs")
     arch = registry.get_architecture(cfg["architecture"]["name"],
                                      **{k: v for k, v in cfg["architecture"].items()
                                         if k != "name"})
     split = load_configured(cfg["data"], cfg["run"]["seed"], mnist_dir=mnist_dir)
     if split.train.task != "regression" or not hasattr(arch, "predict"):
-        raise PlotError(f"{run_dir} is a {split.train.task} run; --kind predictive draws "
-                        "regression runs (real-valued targets)")
+        raise PlotError(f"{run_dir} is a {split.train.task} run; --kind predictive and errors "
+                        "draw regression runs (real-valued targets)")
     return ck, arch, split
 
 
@@ -106,7 +109,7 @@ def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
     if not 0.0 <= quantiles[0] < quantiles[1] <= 1.0:
         raise PlotError(f"quantiles {quantiles}; expected 0 <= lower < upper <= 1")
     info, tr = read_run_trace(run_dir)
-    _, arch, split = _model(run_dir, mnist_dir)
+    _, arch, split = regression_model(run_dir, mnist_dir)
     n = tr["iteration"].shape[0]
     start = first_kept(n, info.discard if discard is None else discard)
     k = int(np.argmin(np.abs(np.log(info.temperatures) - np.log(temperature))))
