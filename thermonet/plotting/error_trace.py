@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from thermonet.errors import PlotError
-from thermonet.plotting.figure import PathLike, new_figure
+from thermonet.plotting.figure import PathLike, new_axes
 from thermonet.plotting.predictive import regression_model
 from thermonet.plotting.runs import figure_title, first_kept, read_run_trace
 
@@ -90,11 +90,7 @@ def plot_errors(run_dir: PathLike, ax: Axes | None = None, *, discard: float | N
     test error of their running average (log scale), with the end of the discarded part."""
     nums = error_trace(run_dir, discard=discard, temperature=temperature, mnist_dir=mnist_dir)
     info, _ = read_run_trace(run_dir)
-    if ax is None:
-        fig = new_figure((7.0, 4.8))
-        ax = fig.subplots()
-    else:
-        fig = ax.figure
+    fig, ax = new_axes(ax, (7.0, 4.8))
     ax.plot(nums.iteration, nums.train, ".", ms=3, label="training, each network")
     ax.plot(nums.iteration, nums.test, ".", ms=3, label="test, each network")
     ax.plot(nums.iteration, nums.averaged, "-", lw=1.5,
