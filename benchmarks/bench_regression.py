@@ -17,19 +17,31 @@ that every trajectory stays finite. Compared, in one process and interleaved rou
   driven from Python, one compiled energy-and-gradient call per step;
 * ``numpy``: a hand-written NumPy leapfrog with a NumPy forward and backward pass (float64,
   one BLAS-backed matrix product per layer and direction);
+* ``jax``: the same leapfrog as one ``jax.jit``-compiled function, the steps in a
+  ``lax.fori_loop`` and the gradient from ``jax.value_and_grad`` (float64 through
+  ``jax_enable_x64``; XLA's CPU thread pool off, one intra-op thread);
+* ``torch``: the same leapfrog as a Python loop over PyTorch float64 tensors, the gradient
+  from autograd at every step (``torch.set_num_threads(1)``);
 * ``scale (L calls)``: the same network in Neal's scale-factor parameterisation
   (``parameterisation = "scale"``, docs/regression.md), whose trajectory is the Python-driven
   default around the compiled gradient.
 
-The first three start from the same state and must end at the same energy (checked, to 1e-9
-relative), so their ratios compare equal work; the fourth moves 3 more coordinates. One thread (BLAS capped at 1). Prints, per
-implementation, the best and the median trajectories per second over the rounds and the
-ratios of the compiled kernel to the others, with the CPU model, flags and versions.
+JAX and PyTorch are optional: each is skipped, with the reason printed, when it does not
+import (neither is a thermonet dependency; docs/performance.md says how to install them in a
+separate environment). All but the last start from the same state and must end at the same
+energy (checked, to 1e-9 relative), so their ratios compare equal work; the last moves 3 more
+coordinates. One thread: the process is pinned to one CPU (``--no-pin`` turns this off) and
+BLAS capped at 1. Prints, per implementation, the best and the
+median trajectories per second over the rounds, the ratios of the compiled kernel to the
+others, the largest process CPU time per wall time of its loops (above 1 would mean a second
+thread did work), and the ratio to the fastest alternative (NumPy, JAX, PyTorch), with the
+CPU model, flags and versions.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -61,13 +73,100 @@ def numpy_trajectory(theta, p, x, y, tau, prec, dt, n_steps, h):
     return e
 
 
+def _unpack(t, xp, h):
+    """w1 (h, 2), b1 (h), w2 (2, h), b2 (2): thermonet's parameter order for the 2-h-2 net."""
+    return (xp.reshape(t[:2 * h], (h, 2)), t[2 * h:3 * h],
+            xp.reshape(t[3 * h:5 * h], (2, h)), t[5 * h:5 * h + 2])
+
+
+def jax_trajectory(x, y, tau, prec, dt, n_steps, h):
+    """A jitted leapfrog (same steps as :func:`numpy_trajectory`), or the reason JAX is not
+    there. Returns ``f(theta, p) -> E`` (a Python float)."""
+    # one XLA CPU thread, set before jax is imported (later it has no effect)
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_cpu_multi_thread_eigen=false"
+                               " intra_op_parallelism_threads=1").strip()
+    try:
+        import jax
+    except ImportError as err:
+        return f"jax does not import ({err}); pip install jax jaxlib in a separate venv"
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jax import lax
+
+    xj, yj, pj = jnp.asarray(x), jnp.asarray(y), jnp.asarray(prec)
+
+    def energy(t):
+        w1, b1, w2, b2 = _unpack(t, jnp, h)
+        r = jnp.tanh(xj @ w1.T + b1) @ w2.T + b2 - yj
+        return 0.5 * tau * jnp.sum(r * r) + 0.5 * jnp.dot(pj * t, t)
+
+    vg = jax.value_and_grad(energy)
+
+    def step(_, c):
+        th, p, g, e = c
+        th = th + dt * p
+        e, g = vg(th)
+        return th, p - dt * g, g, e
+
+    @jax.jit
+    def traj(theta, p):
+        e, g = vg(theta)
+        _, p, g, e = lax.fori_loop(0, n_steps, step, (theta, p - 0.5 * dt * g, g, e))
+        return e, p + 0.5 * dt * g          # the last kick is a half kick
+
+    def run(theta, p):
+        e, _ = traj(jnp.asarray(theta), jnp.asarray(p))
+        return float(e)                      # blocks until the result is there
+
+    return run
+
+
+def torch_trajectory(x, y, tau, prec, dt, n_steps, h):
+    """A PyTorch leapfrog with autograd gradients (same steps as :func:`numpy_trajectory`), or
+    the reason PyTorch is not there. Returns ``f(theta, p) -> E``."""
+    try:
+        import torch
+    except ImportError as err:
+        return f"torch does not import ({err}); pip install torch in a separate venv"
+    torch.set_num_threads(1)
+    xt, yt, pt = (torch.as_tensor(a, dtype=torch.float64) for a in (x, y, prec))
+
+    def energy_grad(t):
+        t = t.detach().requires_grad_(True)
+        w1, b1, w2, b2 = _unpack(t, torch, h)
+        r = torch.tanh(xt @ w1.T + b1) @ w2.T + b2 - yt
+        e = 0.5 * tau * torch.sum(r * r) + 0.5 * torch.dot(pt * t, t)
+        (g,) = torch.autograd.grad(e, t)
+        return e.detach(), g
+
+    def run(theta, p):
+        th = torch.as_tensor(theta, dtype=torch.float64)
+        p = torch.as_tensor(p, dtype=torch.float64)
+        e, g = energy_grad(th)
+        p = p - 0.5 * dt * g
+        for s in range(n_steps):
+            th = th + dt * p
+            e, g = energy_grad(th)
+            p = p - (0.5 if s == n_steps - 1 else 1.0) * dt * g
+        return float(e)
+
+    return run
+
+
 def main() -> None:
     """Measure and print (module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--leapfrog", type=int, default=200)
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds per timed loop")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin the process to one CPU (XLA may then use a second core)")
     args = ap.parse_args()
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        # before JAX or PyTorch start their thread pools, which inherit it: XLA ignores
+        # its thread-count flag for some work, so without this JAX could use two cores
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     limit_blas(1)
     from thermonet.api import Potential
     from thermonet.architectures.regression import RegressionMLP
@@ -116,8 +215,14 @@ def main() -> None:
         q, p, g = q0.copy(), pq0.copy(), gq0.copy()
         return pot_s.trajectory(q, p, g, ones_s, dt, L, lf.WALL_NONE, hw_s, 1e30)[0]
 
-    impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref,
-             "scale (L calls)": scaled}
+    impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref}
+    for name, make in (("jax", jax_trajectory), ("torch", torch_trajectory)):
+        run = make(pot.x, pot.y, pot.tau, prec, dt, L, 16)
+        if isinstance(run, str):
+            print(f"{name}: skipped: {run}")
+        else:
+            impls[name] = (lambda r: lambda: r(theta0, p0) + pot.const)(run)
+    impls["scale (L calls)"] = scaled
     ends = {k: f() for k, f in impls.items()}         # also the warm-up (compiles)
     ends.pop("scale (L calls)")
     ref = ends["numpy"]
@@ -130,6 +235,7 @@ def main() -> None:
         f()
         counts[k] = max(1, int(args.min_time / max(time.perf_counter() - t0, 1e-6)))
     rates: dict[str, list[float]] = {k: [] for k in impls}
+    cpu_per_wall: dict[str, list[float]] = {k: [] for k in impls}   # > 1: more than 1 thread
     others = []
     for _ in range(args.rounds):
         for k, f in impls.items():
@@ -139,22 +245,32 @@ def main() -> None:
             wall = time.perf_counter() - t0
             c1, m1 = time.process_time(), machine_busy()
             rates[k].append(counts[k] / wall)
+            cpu_per_wall[k].append((c1 - c0) / wall)
             if m0 is not None and m1 is not None:
                 others.append(max(0.0, (m1 - m0) - (c1 - c0)) / wall)
     v = versions()
     flags = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f"))
     print(f"CPU: {cpu_model()}; flags {' '.join(flags)}; numpy {v['numpy']}, numba "
-          f"{v['numba']}; BLAS {v.get('blas', '?')}; 1 thread")
+          f"{v['numba']}; jax {v['jax']}, jaxlib {v['jaxlib']}, torch {v['torch']}; "
+          f"BLAS {v.get('blas', '?')}; 1 thread"
+          + ("" if args.no_pin else f", pinned to CPU {sorted(os.sched_getaffinity(0))}"))
     print(f"robot arm 2-16-2 tanh, N = {len(pot.y)}, L = {L}, {args.rounds} rounds; "
           f"other processes used {statistics.median(others):.2f} cores (median)"
           if others else "")
     print(f"{'implementation':<16} {'traj/s best':>12} {'median':>10} {'us/step':>9} "
-          f"{'compiled is x faster (best, median)':>36}")
+          f"{'compiled is x faster (best, median)':>36} {'cpu/wall':>9}")
     best_c, med_c = max(rates["compiled"]), statistics.median(rates["compiled"])
     for k, r in rates.items():
         best, med = max(r), statistics.median(r)
         ratio = "" if k == "compiled" else f"{best_c / best:.1f}x, {med_c / med:.1f}x"
-        print(f"{k:<16} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36}")
+        print(f"{k:<16} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36} "
+              f"{max(cpu_per_wall[k]):>9.2f}")
+    alts = [k for k in ("numpy", "jax", "torch") if k in rates]
+    fast_b = max(alts, key=lambda k: max(rates[k]))
+    fast_m = max(alts, key=lambda k: statistics.median(rates[k]))
+    print(f"compiled / fastest alternative: {best_c / max(rates[fast_b]):.2f}x best "
+          f"({fast_b}), {med_c / statistics.median(rates[fast_m]):.2f}x median ({fast_m}); "
+          f"target >= 3x")
 
 
 if __name__ == "__main__":

@@ -242,3 +242,66 @@ def test_file_errors_reach_the_command_line_as_one_line(file_cfg, tmp_path):
     assert res.exit_code == 1
     assert "'x' is not a number" in res.output and len(res.output.strip().splitlines()) == 1
     assert issubclass(ConfigError, ThermonetError)
+
+
+def write_h5(path, **datasets):
+    import h5py
+
+    with h5py.File(path, "w") as fh:
+        for name, arr in datasets.items():
+            fh.create_dataset(name, data=arr)
+    return path
+
+
+def test_hdf5_default_and_named_datasets(tmp_path):
+    p = write_h5(tmp_path / "d.h5", inputs=X, targets=Y, meta=np.array([b"a", b"b"]))
+    s = load_file_split(p, outputs=[], test_fraction=0.25, seed=4)
+    ref = load_file_split(write_csv(tmp_path / "d.csv", ["a", "b", "c", "u", "v"],
+                                    np.hstack([X, Y]).tolist()),
+                          outputs=["u", "v"], test_fraction=0.25, seed=4)
+    assert np.array_equal(s.test.indices, ref.test.indices)   # the same split as the CSV
+    assert np.array_equal(s.train.x, X[s.train.indices]) and np.array_equal(s.test.y, ref.test.y)
+    assert s.train.provenance["inputs"] == ["inputs"]
+    assert s.train.provenance["outputs"] == ["targets"]
+    q = write_h5(tmp_path / "g.hdf5", **{"grp/x": X[:30], "grp/y": Y[:30, 1],
+                                         "grp/flag": (np.arange(30) % 3 == 0) * 1})
+    col = load_file_split(q, inputs=["grp/x[2]"], outputs=["grp/y"], split_column="grp/flag")
+    assert np.array_equal(col.test.indices, np.arange(0, 30, 3))
+    assert np.array_equal(col.train.x[:, 0], X[:30][np.arange(30) % 3 != 0, 2])
+    assert np.array_equal(col.test.y[:, 0], Y[:30:3, 1])
+    t = write_h5(tmp_path / "t.h5", inputs=X[30:], targets=Y[30:])
+    two = load_file_split(write_h5(tmp_path / "tr.h5", inputs=X[:30], targets=Y[:30]),
+                          outputs=[], test_path=t)
+    assert np.array_equal(two.test.x, X[30:]) and np.array_equal(two.train.y, Y[:30])
+
+
+def test_bad_hdf5_files(tmp_path):
+    nan_y = Y.copy()
+    nan_y[5, 1] = np.nan
+    cases = [({"inputs": X, "targets": Y[:39]}, {}, "different lengths"),
+             ({"inputs": X.reshape(40, 3, 1), "targets": Y}, {},
+              r"'inputs' has shape \(40, 3, 1\); expected \(n,\) or \(n, k\)"),
+             ({"inputs": X, "targets": nan_y}, {},
+              "data.outputs has 1 non-finite value.*first nan in row 6"),
+             ({"inputs": X, "y": Y}, {}, r"'targets' \(from data.outputs\) does not exist; "
+              r"the file has datasets \['inputs', 'y'\]"),
+             ({"inputs": X, "targets": Y}, {"inputs": ["x"]}, "'x' .from data.inputs. does not"),
+             ({"g/inputs": X, "targets": Y}, {"inputs": ["g"]}, "is a group, not a dataset"),
+             ({"inputs": np.array([b"a"] * 40), "targets": Y}, {}, "expected numbers")]
+    for i, (arrays, kw, match) in enumerate(cases):
+        p = write_h5(tmp_path / f"b{i}.h5", **arrays)
+        with pytest.raises(DataError, match=match) as err:
+            load_file_split(p, **{"outputs": [], **kw})
+        assert "\n" not in str(err.value) and str(p) in str(err.value)
+    (tmp_path / "c.h5").write_bytes(b"not an HDF5 file")
+    with pytest.raises(DataError, match="cannot read data file .* as HDF5"):
+        load_file_split(tmp_path / "c.h5", outputs=[])
+
+
+def test_config_records_the_hdf5_default_datasets(tmp_path):
+    p = write_h5(tmp_path / "d.h5", inputs=X, targets=Y)
+    cfg = cfgmod.resolve({"data": {"path": str(p)},
+                          "architecture": {"name": "mlp-regression", "n_inputs": 3}})
+    assert (cfg["data"]["inputs"], cfg["data"]["outputs"]) == (["inputs"], ["targets"])
+    again = cfgmod.resolve(cfgmod.schema.parse_toml(cfg.to_toml()))
+    assert again["data"] == cfg["data"]

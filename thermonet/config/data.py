@@ -19,13 +19,16 @@ DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "test": ("auto", (str,), (lambda v: v in ("auto", "complement", "official"),
                               "one of auto, complement, official"), "test set"),
     "path": ("", (str,), None,
-             ("a user's regression data file (.csv with a header row, or .npz); relative to "
-              "the configuration file. Empty: the named set")),
+             ("a user's regression data file (.csv with a header row, .npz, or .h5/.hdf5 "
+              "with one dataset per array); relative to the configuration file. Empty: the "
+              "named set")),
     "inputs": ([], (list,), (lambda v: all(isinstance(c, str) for c in v),
                              "a list of column names"),
-               "input columns of data.path (empty: every column but the outputs)"),
+               ("input columns of data.path (empty: every column but the outputs; for an HDF5 "
+                "file the dataset inputs)")),
     "outputs": ([], (list,), (lambda v: all(isinstance(c, str) for c in v),
-                              "a list of column names"), "target columns of data.path"),
+                              "a list of column names"),
+                "target columns of data.path (empty for an HDF5 file: the dataset targets)"),
     "test_path": ("", (str,), None,
                   "a second file with the same columns: the test set (relative as data.path)"),
     "split_column": ("", (str,), None,
@@ -70,8 +73,9 @@ def resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) 
     except DataError as err:
         raise ConfigError(f"[data] {err}") from None
     data["sha256"] = str(split.train.provenance["sha256"])
-    if not data["inputs"]:
-        data["inputs"] = list(split.train.provenance["inputs"])
+    for key in ("inputs", "outputs"):      # the columns read, also when defaulted
+        if not data[key]:
+            data[key] = list(split.train.provenance[key])
 
 
 def absolute_data_paths(raw: dict[str, Any], config_dir: Path,

@@ -1,12 +1,15 @@
-"""A user's regression data from a CSV or NPZ file: named input and output columns, a
+"""A user's regression data from a CSV, NPZ or HDF5 file: named input and output columns, a
 train/test split (a second file, a 0/1 column, or a fraction drawn from a seed) and optional
 standardisation whose constants travel with the data, so predictions can be put back in the
 file's units.
 
 CSV: a header row of column names, then one case per row of numbers (lines starting with
 ``#`` are skipped). NPZ: arrays by name, each of shape ``(n,)`` (one column) or ``(n, k)`` (k
-columns named ``name[0]`` .. ``name[k-1]``; the bare name selects all k). Every problem is a
-one-line :class:`~thermonet.errors.DataError` naming the file, what was found and the fix.
+columns named ``name[0]`` .. ``name[k-1]``; the bare name selects all k). HDF5 (``.h5``,
+``.hdf5``): datasets by name (a path such as ``"run1/x"`` inside groups) with the shapes of NPZ
+arrays; only the datasets the configuration names are read, ``inputs`` and ``targets`` when it
+names none. Every problem is a one-line :class:`~thermonet.errors.DataError` naming the file,
+what was found and the fix.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import numpy as np
 from thermonet.data._datasets import Dataset, DataSplit
 from thermonet.errors import DataError
 
-FILE_SUFFIXES = (".csv", ".npz")
+HDF5_SUFFIXES = (".h5", ".hdf5")
+FILE_SUFFIXES = (".csv", ".npz", *HDF5_SUFFIXES)
+#: the HDF5 datasets read when data.inputs / data.outputs are empty
+HDF5_DEFAULT_INPUTS, HDF5_DEFAULT_OUTPUTS = ("inputs",), ("targets",)
 #: the split stream is a child of the run's seed that no other stream of the run uses
 SPLIT_SPAWN_KEY = (0xDA7A,)
 
@@ -41,16 +47,25 @@ def file_sha256(path: str | pathlib.Path) -> str:
                         "(relative paths are relative to the configuration file)") from None
 
 
-def read_columns(path: str | pathlib.Path) -> dict[str, np.ndarray]:
-    """Every column of a CSV or NPZ file as float64 arrays of shape (n,) or (n, k)."""
+def read_columns(path: str | pathlib.Path,
+                 wanted: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+    """The columns of a CSV, NPZ or HDF5 file as float64 arrays of shape (n,) or (n, k).
+
+    ``wanted`` (HDF5 only; CSV and NPZ are read whole) maps each dataset to read to the
+    configuration key that names it, for the error when it is missing; None reads them all.
+    """
     p = pathlib.Path(path)
-    if p.suffix.lower() not in FILE_SUFFIXES:
+    suffix = p.suffix.lower()
+    if suffix not in FILE_SUFFIXES:
         raise DataError(f"data file {p} has suffix {p.suffix!r}; expected .csv (header row of "
-                        "column names) or .npz (arrays by name)")
+                        "column names), .npz (arrays by name) or .h5/.hdf5 (datasets by name)")
     if not p.is_file():
         raise DataError(f"data file {p} does not exist; check data.path (relative paths are "
                         "relative to the configuration file)")
-    cols = _read_csv(p) if p.suffix.lower() == ".csv" else _read_npz(p)
+    if suffix in HDF5_SUFFIXES:
+        cols = _read_hdf5(p, wanted)
+    else:
+        cols = _read_csv(p) if suffix == ".csv" else _read_npz(p)
     lengths = {name: arr.shape[0] for name, arr in cols.items()}
     if len(set(lengths.values())) > 1:
         raise DataError(f"data file {p}: columns have different lengths {lengths}; expected "
@@ -109,16 +124,56 @@ def _read_npz(p: pathlib.Path) -> dict[str, np.ndarray]:
     except (OSError, ValueError, EOFError) as err:
         raise DataError(f"cannot read data file {p} as NPZ: {err}; expected a file written by "
                         "numpy.savez with numeric arrays") from None
-    cols: dict[str, np.ndarray] = {}
-    for name, arr in raw.items():
-        if arr.dtype.kind not in "biuf":
-            raise DataError(f"data file {p}: array {name!r} has dtype {arr.dtype}; expected "
-                            "numbers (convert it with .astype(float))")
-        if arr.ndim not in (1, 2):
-            raise DataError(f"data file {p}: array {name!r} has shape {arr.shape}; expected "
-                            "(n,) or (n, k), one row per case")
-        cols[name] = np.asarray(arr, dtype=np.float64)
+    return {name: _numeric(p, "array", name, arr) for name, arr in raw.items()}
+
+
+def _numeric(p: pathlib.Path, kind: str, name: str, arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind not in "biuf":
+        raise DataError(f"data file {p}: {kind} {name!r} has dtype {arr.dtype}; expected "
+                        "numbers (convert it with .astype(float))")
+    if arr.ndim not in (1, 2):
+        raise DataError(f"data file {p}: {kind} {name!r} has shape {arr.shape}; expected "
+                        "(n,) or (n, k), one row per case")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def _read_hdf5(p: pathlib.Path, wanted: Mapping[str, str] | None) -> dict[str, np.ndarray]:
+    import h5py
+
+    try:
+        fh = h5py.File(p, "r")
+    except OSError as err:
+        raise DataError(f"cannot read data file {p} as HDF5: {err}; expected an HDF5 file "
+                        "with one dataset per array (written e.g. by h5py)") from None
+    with fh:
+        found: list[str] = []
+        fh.visititems(lambda n, obj: found.append(n) if isinstance(obj, h5py.Dataset) else None)
+        cols: dict[str, np.ndarray] = {}
+        for name, key in (wanted.items() if wanted is not None else ((n, "") for n in found)):
+            obj = fh.get(name)
+            if not isinstance(obj, h5py.Dataset):
+                what = "is a group, not a dataset" if obj is not None else "does not exist"
+                raise DataError(f"data file {p}: HDF5 dataset {name!r} (from {key}) {what}; "
+                                f"the file has datasets {found}; name yours in {key}")
+            try:
+                arr = np.asarray(obj[()])
+            except (OSError, TypeError, ValueError) as err:
+                raise DataError(f"cannot read HDF5 dataset {name!r} of data file {p}: {err}; "
+                                "expected a numeric dataset") from None
+            cols[name] = _numeric(p, "HDF5 dataset", name, arr)
     return cols
+
+
+def _hdf5_wanted(inputs: Sequence[str], outputs: Sequence[str],
+                 split_column: str) -> dict[str, str]:
+    """The datasets behind the named columns (``"x[1]"`` is column 1 of dataset ``x``)."""
+    out: dict[str, str] = {}
+    for key, names in (("data.inputs", inputs), ("data.outputs", outputs),
+                       ("data.split_column", [split_column] if split_column else [])):
+        for name in names:
+            base, _, rest = name.partition("[")
+            out.setdefault(base if rest.endswith("]") and rest[:-1].isdigit() else name, key)
+    return out
 
 
 def select(cols: Mapping[str, np.ndarray], names: Sequence[str], what: str,
@@ -188,8 +243,9 @@ def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
                     sha256: str = "") -> DataSplit:
     """A training and a test set from a user's file (see the module docstring).
 
-    ``inputs`` empty: every column that is not an output (nor the split column). The test set
-    comes from ``test_path`` (same columns), else from ``split_column`` (0 = training, 1 =
+    ``inputs`` empty: every column that is not an output (nor the split column); for an HDF5
+    file, empty ``inputs`` and ``outputs`` mean the datasets ``inputs`` and ``targets``. The
+    test set comes from ``test_path`` (same columns), else from ``split_column`` (0 = training, 1 =
     test), else ``round(test_fraction * n)`` cases drawn without replacement from ``seed``.
     With ``standardise`` every input and output is shifted and scaled by the training set's
     mean and standard deviation; the constants are in each Dataset's provenance
@@ -198,6 +254,11 @@ def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
     """
     p = pathlib.Path(path)
     digest = file_sha256(p)
+    wanted = None
+    if p.suffix.lower() in HDF5_SUFFIXES:
+        outputs = list(outputs) or list(HDF5_DEFAULT_OUTPUTS)
+        inputs = list(inputs) or list(HDF5_DEFAULT_INPUTS)
+        wanted = _hdf5_wanted(inputs, outputs, split_column)
     if sha256 and sha256 != digest:
         raise DataError(f"data file {p} has changed since the run recorded it (SHA-256 "
                         f"{digest[:12]}..., recorded {sha256[:12]}...); restore the original "
@@ -205,7 +266,7 @@ def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
     if not outputs:
         raise DataError(f"data.outputs is empty for data file {p}; name the target column(s), "
                         'e.g. outputs = ["y"]')
-    cols = read_columns(p)
+    cols = read_columns(p, wanted)
     skip = set(outputs) | ({split_column} if split_column else set())
     ins = list(inputs) or [c for c in cols if c not in skip]
     both = sorted(set(ins) & set(outputs))
@@ -220,7 +281,8 @@ def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
                             "inputs": ins, "outputs": list(outputs)}
     if test_path:
         tp = pathlib.Path(test_path)
-        tcols = read_columns(tp)
+        tcols = read_columns(tp, _hdf5_wanted(ins, outputs, "")
+                             if tp.suffix.lower() in HDF5_SUFFIXES else None)
         x_te, y_te = select(tcols, ins, "inputs", tp), select(tcols, list(outputs), "outputs", tp)
         prov_te = {**prov, "path": str(tp.resolve()), "sha256": file_sha256(tp)}
         tr_rows, te_rows = np.arange(len(x)), np.arange(len(x_te))
