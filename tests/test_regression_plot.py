@@ -131,3 +131,59 @@ def test_the_error_trace_equals_numpy_along_the_run(run_dir, tmp_path):
     res = CliRunner().invoke(main, ["plot", str(run_dir), "--kind", "errors", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert out.stat().st_size > 1000
+
+
+def test_mixture_quantiles_solve_the_mixture_cdf():
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    from thermonet.plotting.predictive import mixture_quantiles
+
+    rng = np.random.default_rng(4)
+    f = rng.normal(size=(7, 3)) * [1.0, 5.0, 0.1]
+    sd = rng.uniform(0.05, 2.0, size=(7, 1))
+    lo, hi = mixture_quantiles(f, sd, (0.05, 0.95))
+    for j in range(3):
+        for q, got in ((0.05, lo[j]), (0.95, hi[j])):
+            want = brentq(lambda x, j=j, q=q: norm.cdf((x - f[:, j]) / sd[:, 0]).mean() - q,
+                          -100, 100, xtol=1e-14)
+            assert got == pytest.approx(want, abs=1e-10)
+
+
+def test_the_noise_band_is_the_mixture_of_each_samples_noise(run_dir, tmp_path):
+    """With --noise the band of a new observation: per test case and output, the quantiles of
+    the mixture over stored networks of N(f_s, T/tau_s) (tau_s the noise precision hmc-gibbs
+    recorded at the sample's iteration), in the file's units; computed here independently."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    from thermonet.cli import main
+    from thermonet.data import load_file_split
+    from thermonet.plotting import predictive_numbers
+
+    plain = predictive_numbers(run_dir)
+    nums = predictive_numbers(run_dir, noise=True)
+    tr = ckpt.read_trace(run_dir, samples=True)
+    kept = tr["samples_iteration"] >= 3
+    thetas = tr["samples_theta"][kept][:, 0]
+    rows = np.searchsorted(tr["iteration"], tr["samples_iteration"][kept])
+    tau = tr["hyper_k"][rows, 0, -1]                  # noise precision: the last hyperparameter
+    split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
+                            standardise=True, seed=2)
+    st = split.train.provenance["standardisation"]
+    xz = (X[split.test.indices] - st["x_mean"]) / np.array(st["x_std"])
+    f = np.array([forward(th, xz, st) for th in thetas])
+    assert nums.noise and np.allclose(nums.mean, plain.mean, rtol=1e-12)
+    for i, o in ((0, 0), (3, 1)):
+        sd = np.sqrt(1.0 / tau) * st["y_std"][o]
+        want = brentq(lambda x: norm.cdf((x - f[:, i, o]) / sd).mean() - 0.95, -1e3, 1e3,
+                      xtol=1e-12)
+        assert nums.hi[i, o] == pytest.approx(want, rel=1e-8, abs=1e-10)
+    assert np.all(nums.hi - nums.lo > plain.hi - plain.lo)
+    out = tmp_path / "n.png"
+    res = CliRunner().invoke(main, ["plot", str(run_dir), "--kind", "predictive", "--noise",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["plot", str(run_dir), "--kind", "errors", "--noise",
+                                    "--out", str(out)])
+    assert res.exit_code == 1 and "--noise applies to --kind predictive" in res.output

@@ -33,6 +33,9 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "pred
                    "errors: the rung nearest it.")
 @click.option("--band", type=float, nargs=2, default=(5.0, 95.0), show_default=True,
               metavar="LO HI", help="predictive: the band's percentiles of the sampled outputs.")
+@click.option("--noise", is_flag=True,
+              help="predictive: the band of a new observation (each network's output plus "
+                   "the noise of its sample), not of the regression function.")
 @click.option("--nearest", is_flag=True,
               help="size: take the nearest ladder temperature instead of interpolating in "
                    "log T.")
@@ -57,7 +60,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
          nearest: bool, no_test: bool, predictive: bool, per_point: bool, workers: int,
          mnist_dir: str | None, from_analysis: bool, dpi: float,
-         band: tuple[float, float]) -> None:
+         band: tuple[float, float], noise: bool) -> None:
     """Draw a figure of the runs in DIR ... and write it to --out.
 
     \b
@@ -110,6 +113,8 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
             options["analyses"] = [
                 plotting.stored_analysis(d, test=need_test, predictive=need_test and predictive,
                                          discard=discard) for d in run_dirs]
+    if noise and kind != "predictive":
+        raise PlotError(f"--noise applies to --kind predictive only (got --kind {kind})")
     if baselines and kind != "energy":
         raise PlotError(f"--baseline applies to --kind energy only (got --kind {kind})")
     if kind == "energy":
@@ -129,7 +134,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
         options.update(temperature=temperature, method="nearest" if nearest else "interpolate")
     elif kind == "predictive":
         options.update(temperature=temperature, quantiles=(band[0] / 100, band[1] / 100),
-                       mnist_dir=mnist_dir)
+                       mnist_dir=mnist_dir, noise=noise)
     elif kind == "errors":
         options.update(temperature=temperature, mnist_dir=mnist_dir)
     plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)

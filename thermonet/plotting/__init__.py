@@ -76,6 +76,7 @@ from thermonet.plotting.ladder import (
 )
 from thermonet.plotting.predictive import (
     PredictiveNumbers,
+    mixture_quantiles,
     plot_predictive,
     predictive_numbers,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "ladder_statistics",
     "log",
     "log_axis",
+    "mixture_quantiles",
     "new_axes",
     "new_figure",
     "output_format",

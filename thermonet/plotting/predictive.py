@@ -3,9 +3,13 @@ networks' outputs averaged, Neal 1993 eq. 10) and a band between two quantiles o
 outputs, against the test targets, and along 1-D slices through the input space (cf. Neal
 1993, Fig. 3).
 
-The band is over the sampled *networks* (the uncertainty of the regression function); it
-does not include the noise, whose level the stored samples do not carry. Everything is in the
-data file's units (standardised data are put back, :func:`thermonet.data.to_original_units`).
+By default the band is over the sampled *networks* (the uncertainty of the regression
+function). With ``noise`` it is the band of the predictive distribution of a new observation:
+each network's output plus Gaussian noise of that sample's level (the noise precision tau
+recorded at the same iteration by ``hmc-gibbs``, or the architecture's known ``noise_std``;
+variance T/tau at temperature T, as the tempered likelihood has it), i.e. the quantiles of a
+mixture of normals, solved exactly (:func:`mixture_quantiles`). Everything is in the data
+file's units (standardised data are put back, :func:`thermonet.data.to_original_units`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class PredictiveNumbers:
         training means)
     slice_mean, slice_lo, slice_hi : lists of (SLICE_POINTS, K)
     n_samples, temperature, quantiles
+    noise : whether the band includes the observation noise
     """
 
     y_test: np.ndarray
@@ -50,6 +55,7 @@ class PredictiveNumbers:
     n_samples: int
     temperature: float
     quantiles: tuple[float, float]
+    noise: bool = False
     slice_x: list[np.ndarray] = field(default_factory=list)
     slice_mean: list[np.ndarray] = field(default_factory=list)
     slice_lo: list[np.ndarray] = field(default_factory=list)
@@ -87,22 +93,72 @@ def _input_units(dataset: Any, x: np.ndarray) -> np.ndarray:
     return x * np.asarray(st["x_std"]) + np.asarray(st["x_mean"])
 
 
+def mixture_quantiles(f: np.ndarray, sd: np.ndarray, quantiles: tuple[float, float],
+                      *, iterations: int = 80) -> np.ndarray:
+    """Quantiles of the equal-weight mixture of normals N(f[s], sd[s]^2) over the first axis.
+
+    ``f`` (S, ...) means, ``sd`` broadcastable to it (positive). Returns (2, ...): the points
+    where ``mean_s Phi((x - f_s) / sd_s)`` equals each quantile, by bisection on the whole
+    array at once (the mixture CDF is increasing; 80 halvings of a bracket 16 sd wide leave an
+    error below 1e-20 of it)."""
+    from scipy.special import ndtr
+
+    sd = np.broadcast_to(sd, f.shape)
+    out = []
+    for q in quantiles:
+        lo = (f - 8.0 * sd).min(axis=0)
+        hi = (f + 8.0 * sd).max(axis=0)
+        for _ in range(iterations):
+            mid = 0.5 * (lo + hi)
+            below = ndtr((mid[None] - f) / sd).mean(axis=0) < q
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+        out.append(0.5 * (lo + hi))
+    return np.stack(out)
+
+
 def _band(arch: Any, thetas: np.ndarray, x: np.ndarray, dataset: Any,
-          quantiles: tuple[float, float]) -> tuple[np.ndarray, ...]:
+          quantiles: tuple[float, float], noise_sd: np.ndarray | None = None
+          ) -> tuple[np.ndarray, ...]:
     from thermonet.data import to_original_units
 
     f = np.stack([to_original_units(dataset, arch.predict(np.ascontiguousarray(t), x))[0]
                   for t in thetas])
-    lo, hi = np.quantile(f, quantiles, axis=0)
+    if noise_sd is None:
+        lo, hi = np.quantile(f, quantiles, axis=0)
+    else:
+        st = dataset.provenance.get("standardisation")
+        y_std = np.asarray(st["y_std"], dtype=np.float64) if st else np.ones(f.shape[-1])
+        lo, hi = mixture_quantiles(f, noise_sd[:, None, None] * y_std[None, None, :], quantiles)
     return f.mean(axis=0), lo, hi
+
+
+def noise_levels(run_dir: PathLike, arch: Any, split: Any, slot: int,
+                 iterations: np.ndarray, temperature: float) -> np.ndarray:
+    """The noise standard deviation (model units) of the stored networks at ``iterations`` of
+    ``slot``: ``sqrt(T / tau)`` with tau from the trace's ``hyper_k`` (``hmc-gibbs`` with an
+    unknown noise level) or the architecture's known ``noise_std``."""
+    known = getattr(arch, "noise_std", None)
+    if known is not None:
+        return np.full(len(iterations), float(known) * np.sqrt(temperature))
+    _, tr = read_run_trace(run_dir)
+    names = arch.hyper_model(split.train.y.size).names() if hasattr(arch, "hyper_model") else []
+    if "noise" not in names or "hyper_k" not in tr:
+        raise PlotError(f"{run_dir} recorded no noise level (run it with sampler hmc-gibbs and "
+                        "an unknown noise, or give the architecture noise_std); draw the band "
+                        "without --noise")
+    rows = np.searchsorted(np.asarray(tr["iteration"]), iterations)
+    tau = np.asarray(tr["hyper_k"])[rows, slot, names.index("noise")]
+    return np.sqrt(temperature / tau)
 
 
 def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
                        temperature: float = 1.0, quantiles: tuple[float, float] = (0.05, 0.95),
-                       mnist_dir: Any = None) -> PredictiveNumbers:
+                       mnist_dir: Any = None, noise: bool = False) -> PredictiveNumbers:
     """The predictive mean and band of the stored networks at the rung nearest
     ``temperature`` after discarding the first ``discard`` of the iterations (default: the
-    run's ``run.discard``), on the test set and along one slice per input."""
+    run's ``run.discard``), on the test set and along one slice per input; with ``noise``, the
+    band of a new observation (:func:`noise_levels`)."""
     from thermonet.analysis.samples import SampleStore
     from thermonet.data import to_original_units
 
@@ -113,19 +169,24 @@ def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
     n = tr["iteration"].shape[0]
     start = first_kept(n, info.discard if discard is None else discard)
     k = int(np.argmin(np.abs(np.log(info.temperatures) - np.log(temperature))))
-    thetas = SampleStore(info.path, info.run_uuid, info.iterations).slot(
-        k, int(tr["iteration"][start]))
+    first = int(tr["iteration"][start])
+    store = SampleStore(info.path, info.run_uuid, info.iterations)
+    thetas = store.slot(k, first)
     if thetas.shape[0] == 0:
         raise PlotError(f"{run_dir} has no stored networks after the discarded part; set "
                         "run.sample_every and run longer, or lower --discard")
-    mean, lo, hi = _band(arch, thetas, split.test.x, split.test, quantiles)
+    its = store.iterations[(store.iterations >= first) & (store.iterations <= info.iterations)]
+    sd = noise_levels(run_dir, arch, split, k, its, float(info.temperatures[k])) if noise \
+        else None
+    mean, lo, hi = _band(arch, thetas, split.test.x, split.test, quantiles, sd)
     out = PredictiveNumbers(to_original_units(split.test, split.test.y)[1], mean, lo, hi,
-                            int(thetas.shape[0]), float(info.temperatures[k]), quantiles)
+                            int(thetas.shape[0]), float(info.temperatures[k]), quantiles,
+                            noise)
     x_tr = split.train.x
     for j in range(min(x_tr.shape[1], MAX_SLICES)):
         grid = np.repeat(x_tr.mean(axis=0)[None, :], SLICE_POINTS, axis=0)
         grid[:, j] = np.linspace(x_tr[:, j].min(), x_tr[:, j].max(), SLICE_POINTS)
-        m, a, b = _band(arch, thetas, grid, split.train, quantiles)
+        m, a, b = _band(arch, thetas, grid, split.train, quantiles, sd)
         out.slice_x.append(_input_units(split.train, grid)[:, j])
         out.slice_mean.append(m)
         out.slice_lo.append(a)
@@ -136,7 +197,7 @@ def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
 def plot_predictive(run_dir: PathLike, ax: Axes | None = None, *,
                     discard: float | None = None, temperature: float = 1.0,
                     quantiles: tuple[float, float] = (0.05, 0.95),
-                    mnist_dir: Any = None) -> Figure:
+                    mnist_dir: Any = None, noise: bool = False) -> Figure:
     """Top row: per output, the predictive mean with its band against the test targets (the
     diagonal is a perfect prediction). Bottom row: per input, the mean and band along a
     slice through the training inputs' mean, one colour per output. ``ax`` is refused (the
@@ -145,7 +206,7 @@ def plot_predictive(run_dir: PathLike, ax: Axes | None = None, *,
         raise PlotError("plot_predictive draws its own figure of several panels; call it "
                         "without ax")
     nums = predictive_numbers(run_dir, discard=discard, temperature=temperature,
-                              quantiles=quantiles, mnist_dir=mnist_dir)
+                              quantiles=quantiles, mnist_dir=mnist_dir, noise=noise)
     info, _ = read_run_trace(run_dir)
     n_out, n_sl = nums.mean.shape[1], len(nums.slice_x)
     cols = max(n_out, n_sl)
@@ -180,5 +241,6 @@ def plot_predictive(run_dir: PathLike, ax: Axes | None = None, *,
         ax_s.legend(fontsize="small")
     fig.suptitle(figure_title(
         f"Predictive mean and {pct} band of {nums.n_samples} sampled networks at "
-        f"T = {nums.temperature:g} (band without the noise)", [info]), fontsize="small")
+        f"T = {nums.temperature:g} (band {'with' if nums.noise else 'without'} the noise)",
+        [info]), fontsize="small")
     return fig
