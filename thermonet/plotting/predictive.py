@@ -133,15 +133,14 @@ def _band(arch: Any, thetas: np.ndarray, x: np.ndarray, dataset: Any,
     return f.mean(axis=0), lo, hi
 
 
-def noise_levels(run_dir: PathLike, arch: Any, split: Any, slot: int,
-                 iterations: np.ndarray, temperature: float) -> np.ndarray:
+def noise_levels(run_dir: PathLike, tr: dict[str, np.ndarray], arch: Any, split: Any,
+                 slot: int, iterations: np.ndarray, temperature: float) -> np.ndarray:
     """The noise standard deviation (model units) of the stored networks at ``iterations`` of
-    ``slot``: ``sqrt(T / tau)`` with tau from the trace's ``hyper_k`` (``hmc-gibbs`` with an
-    unknown noise level) or the architecture's known ``noise_std``."""
+    ``slot``: ``sqrt(T / tau)`` with tau from the run's trace ``tr`` (``hyper_k``, recorded by
+    ``hmc-gibbs`` with an unknown noise level) or the architecture's known ``noise_std``."""
     known = getattr(arch, "noise_std", None)
     if known is not None:
         return np.full(len(iterations), float(known) * np.sqrt(temperature))
-    _, tr = read_run_trace(run_dir)
     names = arch.hyper_model(split.train.y.size).names() if hasattr(arch, "hyper_model") else []
     if "noise" not in names or "hyper_k" not in tr:
         raise PlotError(f"{run_dir} recorded no noise level (run it with sampler hmc-gibbs and "
@@ -176,8 +175,8 @@ def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
         raise PlotError(f"{run_dir} has no stored networks after the discarded part; set "
                         "run.sample_every and run longer, or lower --discard")
     its = store.iterations[(store.iterations >= first) & (store.iterations <= info.iterations)]
-    sd = noise_levels(run_dir, arch, split, k, its, float(info.temperatures[k])) if noise \
-        else None
+    sd = noise_levels(run_dir, tr, arch, split, k, its, float(info.temperatures[k])) \
+        if noise else None
     mean, lo, hi = _band(arch, thetas, split.test.x, split.test, quantiles, sd)
     out = PredictiveNumbers(to_original_units(split.test, split.test.y)[1], mean, lo, hi,
                             int(thetas.shape[0]), float(info.temperatures[k]), quantiles,

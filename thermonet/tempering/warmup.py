@@ -69,7 +69,7 @@ class WarmUpState:
     ``sums`` holds the running sums of the sampling phase: swap attempts and acceptances per
     pair in a ladder round (``attempted``, ``accepted``), the parameters and their squares
     per rung while the masses are estimated (``total``, ``total_sq``), accepted transitions
-    and transitions per rung while the acceptance is measured (``accepted``, ``transitions``);
+    per rung while the acceptance is measured (``accepted``);
     in a re-tune, the samplers' carry (``carry``, (K, m): HMC's dual-averaging state per
     rung).
     """
@@ -251,10 +251,8 @@ class WarmUp:
             return
         if ws.stage == "retune":
             if not ws.sums:
-                ws.sums = {"accepted": np.zeros(self.engine.n_slots),
-                           "transitions": np.zeros(self.engine.n_slots)}
+                ws.sums = {"accepted": np.zeros(self.engine.n_slots)}
             ws.sums["accepted"] += info.n_accepted_k
-            ws.sums["transitions"] += self.engine.n_trajectories
             return
         theta = np.stack([s.theta for s in state.slots])
         if not ws.sums:
@@ -268,12 +266,12 @@ class WarmUp:
         engine = self.engine
         if ws.stage == "retune":
             sampled = [not isinstance(sm, PriorRung) for sm in engine.samplers]
+            n = ws.done * engine.n_trajectories          # transitions per rung
             record: dict[str, Any] = {
                 "stage": "retune", "round": ws.round + 1, "iterations": ws.done,
                 "measured_at": _per_slot([st.step_size for st in state.slots], sampled),
-                "acceptance": _per_slot(ws.sums["accepted"]
-                                        / np.maximum(ws.sums["transitions"], 1.0), sampled),
-                "transitions": _per_slot(ws.sums["transitions"], sampled)}
+                "acceptance": _per_slot(ws.sums["accepted"] / max(n, 1), sampled),
+                "transitions": _per_slot(np.full(engine.n_slots, n), sampled)}
             rounds = [r for r in ws.records if r.get("stage") == "retune"] + [record]
             measured = [[(r["measured_at"][k], r["acceptance"][k], r["transitions"][k])
                          for r in rounds] if ok else [] for k, ok in enumerate(sampled)]
