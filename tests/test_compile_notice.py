@@ -7,9 +7,7 @@ import time
 
 import numpy as np
 
-from thermonet.runner.compile_notice import compile_notice, warm_kernels
-from thermonet.samplers.hmc import HMC
-from thermonet.testsystems import Gaussian
+from thermonet.runner.compile_notice import compile_notice
 
 
 def test_a_slow_block_gets_the_notice_and_a_fast_one_does_not(caplog):
@@ -26,21 +24,52 @@ def test_a_slow_block_gets_the_notice_and_a_fast_one_does_not(caplog):
     assert fast == []
 
 
-def test_warming_the_kernels_draws_nothing_from_the_runs_streams():
-    """The warm-up transition uses its own generator: a chain run after it is the chain run
-    without it."""
-    arch = Gaussian(3, stiffness=[1.0, 2.0, 5.0])
-    hmc = HMC(arch.potential(), n_leapfrog=5, step_size=0.3)
+def test_warming_the_kernels_changes_no_result(tmp_path, monkeypatch):
+    """A run whose kernels were warmed first (one energy and one transition at a throwaway
+    state) ends bit for bit where the same run without that step ends."""
+    from thermonet import config as cfgmod
+    from thermonet import runner
+    from thermonet.io import checkpoint as ckpt
+    from thermonet.runner import Run, detach_log
 
-    def chain():
-        rng = np.random.default_rng(5)
-        state = hmc.init(np.full(3, 0.1))
-        out = []
-        for _ in range(20):
-            state, _ = hmc.step(state, rng)
-            out.append(state.theta.copy())
-        return np.array(out)
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(RUN)
+    calls = []
+    real = runner.warm_kernels
 
-    first = chain()
-    warm_kernels(hmc, np.zeros(3), "a Gaussian")
-    assert np.array_equal(first, chain())
+    def counted(*args):
+        calls.append(args)
+        real(*args)
+
+    monkeypatch.setattr(runner, "warm_kernels", counted)
+    Run.create(cfgmod.load(cfg), tmp_path / "warm").run()
+    detach_log()
+    monkeypatch.setattr(runner, "warm_kernels", lambda *args: None)
+    Run.create(cfgmod.load(cfg), tmp_path / "cold").run()
+    detach_log()
+    assert len(calls) == 1
+    a, b = ckpt.read_checkpoint(tmp_path / "warm"), ckpt.read_checkpoint(tmp_path / "cold")
+    assert a.rng_states == b.rng_states
+    for name in a.slots:
+        assert np.array_equal(a.slots[name], b.slots[name]), name
+
+
+RUN = """
+[run]
+seed = 3
+n_iterations = 5
+[data]
+name = "none"
+[architecture]
+name = "gaussian"
+n = 3
+prior_scale = 12.0
+[init]
+minimise = false
+burn_in = [3]
+[sampler]
+name = "hmc"
+n_leapfrog = 4
+[ladder]
+temperatures = [0.5, 1.0, 2.0]
+"""
