@@ -249,6 +249,18 @@ def test_the_prior_rung_is_not_flagged_for_accepting_every_draw(nrpt_cfg, tmp_pa
     assert "verdict" in out and "rung 5 accepts" not in out     # slot 5 is T = inf
     line = next(ln for ln in out.splitlines() if ln.startswith("ladder"))
     assert "adapted in 3 warm-up rounds (28 iterations)" in line and line.count("->") == 2
+    # the ELE expectation is that of this run's own rejection rates and length
+    from thermonet.analysis import summarise
+    from thermonet.analysis.ideal_exchange import ideal_passages
+    from thermonet.analysis.mixing import swap_barrier
+    from thermonet.io.trace import read_trace
+
+    s = summarise(tmp_path / "r")
+    tr = read_trace(tmp_path / "r")
+    start = s["discarded_iterations"]
+    r = swap_barrier(tr["swap_attempted_k"][start:], tr["swap_accepted_k"][start:]).rejection
+    assert s["ideal_passages"] == ideal_passages(r, 30 - start).to_dict()
+    assert "local-exploration efficiency" in out
 
 
 def test_the_barrier_plot_draws_the_measured_rejection(nrpt_cfg, tmp_path):

@@ -114,8 +114,11 @@ class SwapBarrier:
     attempts : ndarray of int64, shape (K-1,)
     barrier, barrier_err : float
         ``Lambda = sum_k r_k`` (Syed et al. 2022) and ``sqrt(sum_k err_k^2)`` (pairs treated
-        as independent). Lambda estimates the communication barrier of the ladder; a
-        non-reversible scheme makes at most ``1 / (2 + 2 Lambda)`` restarts per iteration.
+        as independent). Lambda estimates the communication barrier of the ladder; with
+        perfect local exploration the deterministic even-odd scheme makes
+        ``1 / (2 + 2 sum_k r_k / (1 - r_k))`` round trips per iteration, which tends to
+        ``1 / (2 + 2 Lambda)`` for dense ladders (:mod:`.ideal_exchange` simulates the finite
+        run).
     """
 
     rejection: np.ndarray

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.analysis.ideal_exchange import ideal_for_run
 from thermonet.analysis.ladder import (
     MIN_SAMPLES,
     MIN_TAU_MULTIPLE,
@@ -280,6 +281,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     mx = assess(tr, temps, n_trajectories=n_traj, start=start,
                 elapsed_s=ck.counters.get("elapsed_s"))
     trips, restarts = mx.passages.round_trips, mx.passages.restarts
+    ideal = ideal_for_run(mx.swaps.rejection, n_used, cfg_raw.get("ladder", {}))
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
     evidence = None if gaussian or n_used < 2 else model_evidence(
         temps, np.asarray(tr["energy_k"], dtype=np.float64)[sl], mx.verdict)
@@ -342,6 +344,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "round_trips_per_replica": [int(v) for v in trips],
         "restarts": int(restarts.sum()),
         "restarts_per_replica": [int(v) for v in restarts],
+        "ideal_passages": None if ideal is None else ideal.to_dict(),
         "elapsed_s": float(ck.counters.get("elapsed_s", math.nan)),
         "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
         "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
@@ -423,6 +426,9 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         mx.diagnostics["ess_bulk"], ck.iteration - start, ck.iteration,
         ck.counters.get("elapsed_s"))]
     out["restarts"] = int(mx.passages.restarts.sum())
+    ideal = ideal_for_run(mx.swaps.rejection, int((its <= ck.iteration).sum()) - start,
+                          cfg.get("ladder", {}))
+    out["ideal_passages"] = None if ideal is None else ideal.to_dict()
     out["barrier"] = mx.swaps.barrier
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)

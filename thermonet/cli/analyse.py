@@ -88,6 +88,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     """
     from thermonet import parallel
     from thermonet.analysis import analyse as run_analyse
+    from thermonet.analysis.ideal_exchange import ideal_line
     from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
     from thermonet.errors import ConfigError
 
@@ -151,6 +152,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"(per replica: {', '.join(str(v) for v in per)})")
         click.echo(f"restarts T_max -> T_min: {m['restarts']} (per replica: "
                    f"{', '.join(str(v) for v in m['restarts_per_replica'])})")
+        if m.get("ideal_passages"):
+            click.echo(ideal_line(m["restarts"], m["round_trips"], m["ideal_passages"]))
         click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
                    f"{_pm(m['barrier'], m['barrier_err'], 0)}")
     click.echo("mixing per temperature (training energy; R-hat of this run's two halves):")

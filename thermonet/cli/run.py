@@ -164,6 +164,11 @@ def info(run_dir: str, as_json: bool) -> None:
                f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
     click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
                f"round trips {s['round_trips']};  restarts {s['restarts']}")
+    if s.get("ideal_passages"):
+        from thermonet.analysis.ideal_exchange import ideal_line  # not at import: kernels
+
+        line = ideal_line(s["restarts"], s["round_trips"], s["ideal_passages"])
+        click.echo(f"replicas   {line}")
     if s.get("blas_backend"):
         reason = f" ({s['blas_reason']})" if s.get("blas_reason") else ""
         click.echo(f"blas       {s['blas_backend']}{reason}")
