@@ -230,7 +230,8 @@ def tiny_runs(tmp_path_factory):
     out = {}
     for name, extra in (("a", ["--seed", "1"]), ("b", ["--seed", "2"]),
                         ("ladder", ["--set", "ladder.n_temperatures=4"]),
-                        ("leapfrog", ["--set", "sampler.n_leapfrog=4"])):
+                        ("leapfrog", ["--set", "sampler.n_leapfrog=4"]),
+                        ("started", ["--seed", "3", "--set", "init.burn_in=[2]"])):
         res = CliRunner().invoke(main, ["-q", "run", str(cfg), "--out", str(d / name), *extra])
         assert res.exit_code == 0, res.output
         out[name] = d / name
@@ -289,6 +290,10 @@ def test_compare_refuses_other_ladders_and_configs(tiny_runs):
     assert res.exit_code == 1 and "sampler.n_leapfrog = 3 vs 4" in res.output
     res = CliRunner().invoke(main, ["compare", a])
     assert res.exit_code == 1 and "at least two" in res.output
+    # a different start is a different chain of the same posterior: compared, not refused
+    res = CliRunner().invoke(main, ["compare", a, str(tiny_runs["started"]), "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["train_energy"]["rhat"]) == 3
 
 
 def test_export_round_trips_through_arviz(tiny_runs, tmp_path):

@@ -281,6 +281,25 @@ def test_the_barrier_plot_draws_the_measured_rejection(nrpt_cfg, tmp_path):
     assert run.components.engine.ladder.beta_k[-1] == 0.0
 
 
+def test_the_flow_plot_stacks_the_measured_fractions(nrpt_cfg, tmp_path):
+    from thermonet.analysis.replica_flow import replica_flow
+    from thermonet.io.trace import read_trace
+    from thermonet.plotting import plot
+
+    Run.create(cfgmod.load(nrpt_cfg), tmp_path / "r").run()
+    detach_log()
+    fig = plot("flow", tmp_path / "r", tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0
+    tr = read_trace(tmp_path / "r")
+    flow = replica_flow(tr["replica_k"][int(0.2 * tr["iteration"].shape[0]):])
+    cold, _, hot = fig.axes[0].collections[:3]
+    # the top edge of the first band is the cold fraction; the last band ends at 1
+    top = cold.get_paths()[0].vertices[:, 1]
+    assert np.allclose(np.sort(np.unique(np.round(top, 12))),
+                       np.sort(np.unique(np.round(np.r_[0.0, flow.from_cold], 12))))
+    assert np.allclose(flow.from_cold + flow.unlabelled + flow.from_hot, 1.0)
+
+
 def test_per_rung_masses_from_warm_up_match_the_scales_and_keep_the_chain_exact():
     """A Gaussian with stiffness 1..100: the masses estimated at rung T approach k_i / T (the
     inverse variances), and sampling with them keeps <E> = n T / 2 at every finite rung."""

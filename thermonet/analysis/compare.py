@@ -29,6 +29,10 @@ from thermonet.io.trace import read_trace
 FREE_KEYS = frozenset({"run.seed", "run.n_iterations", "run.workers", "run.executor",
                        "run.checkpoint_every"})
 
+#: sections that set only where a run starts (a prior draw, a minimum of it, a file): runs
+#: started differently are the strongest test of mixing, so they may differ in anything here
+FREE_SECTIONS = ("init.", "minimiser.")
+
 #: per-sample observables compared when every run has an analysis.h5 holding them
 SAMPLE_OBSERVABLES = ("test_energy", "test_error")
 
@@ -48,7 +52,7 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
     """The first configuration key (dotted) whose value differs, with both values."""
     fa, fb = _flatten(a), _flatten(b)
     for key in sorted(set(fa) | set(fb)):
-        if key in FREE_KEYS:
+        if key in FREE_KEYS or key.startswith(FREE_SECTIONS):
             continue
         if fa.get(key, "(unset)") != fb.get(key, "(unset)"):
             return f"{key} = {fa.get(key, '(unset)')!r} vs {fb.get(key, '(unset)')!r}"
@@ -196,4 +200,4 @@ def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
     return failed, flags
 
 
-__all__ = ["FREE_KEYS", "SAMPLE_OBSERVABLES", "compare_runs"]
+__all__ = ["FREE_KEYS", "FREE_SECTIONS", "SAMPLE_OBSERVABLES", "compare_runs"]

@@ -20,6 +20,7 @@ from thermonet.analysis.ladder import (
 )
 from thermonet.analysis.mixing import assess
 from thermonet.analysis.model_evidence import model_evidence
+from thermonet.analysis.replica_flow import replica_flow
 from thermonet.analysis.report import TABLE_COLUMNS, Analysis
 from thermonet.analysis.samples import SampleStore, evaluate_samples
 from thermonet.analysis.stopping import STOP_PATIENCE, STOP_SIGMA, best_temperature
@@ -282,6 +283,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                 elapsed_s=ck.counters.get("elapsed_s"))
     trips, restarts = mx.passages.round_trips, mx.passages.restarts
     ideal = ideal_for_run(mx.swaps.rejection, n_used, cfg_raw.get("ladder", {}))
+    flow = replica_flow(tr["replica_k"][sl]) if k_n > 1 else None
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
     evidence = None if gaussian or n_used < 2 else model_evidence(
         temps, np.asarray(tr["energy_k"], dtype=np.float64)[sl], mx.verdict)
@@ -345,6 +347,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "restarts": int(restarts.sum()),
         "restarts_per_replica": [int(v) for v in restarts],
         "ideal_passages": None if ideal is None else ideal.to_dict(),
+        "replica_flow": None if flow is None else flow.to_dict(),
         "elapsed_s": float(ck.counters.get("elapsed_s", math.nan)),
         "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
         "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
@@ -429,6 +432,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     ideal = ideal_for_run(mx.swaps.rejection, int((its <= ck.iteration).sum()) - start,
                           cfg.get("ladder", {}))
     out["ideal_passages"] = None if ideal is None else ideal.to_dict()
+    flow = replica_flow(trimmed["replica_k"][start:]) if k > 1 else None
+    out["replica_flow"] = None if flow is None else flow.to_dict()
     out["barrier"] = mx.swaps.barrier
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)

@@ -90,6 +90,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     from thermonet.analysis import analyse as run_analyse
     from thermonet.analysis.ideal_exchange import ideal_line
     from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
+    from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
     from thermonet.errors import ConfigError
 
     job = parallel.world(executor)
@@ -154,6 +155,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"{', '.join(str(v) for v in m['restarts_per_replica'])})")
         if m.get("ideal_passages"):
             click.echo(ideal_line(m["restarts"], m["round_trips"], m["ideal_passages"]))
+        if m.get("replica_flow"):
+            click.echo(flow_line(ReplicaFlow.from_dict(m["replica_flow"]), a.temperatures))
         click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
                    f"{_pm(m['barrier'], m['barrier_err'], 0)}")
     click.echo("mixing per temperature (training energy; R-hat of this run's two halves):")

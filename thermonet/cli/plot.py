@@ -8,12 +8,12 @@ import click
 
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
 #: which a test checks, so that this module need not import the plotting code for --help)
-KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "predictive",
+KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow", "predictive",
                 "errors")
 
 
 @click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat, barrier, "
-                          "predictive, errors.")
+                          "flow, predictive, errors.")
 @click.argument("run_dirs", metavar="DIR [DIR ...]", nargs=-1, required=True,
                 type=click.Path(file_okay=False))
 @click.option("--kind", required=True, type=click.Choice(KIND_CHOICES),
@@ -76,6 +76,8 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
       heat      heat capacity Var(E)/T^2 versus T
       barrier   local communication barrier lambda(beta) from each pair's swap
                 rejection, and the cumulative barrier Lambda (Syed et al. 2022)
+      flow      each slot's time split by the end its replica visited last (cold,
+                neither, hot): where replicas from each end stop (Katzgraber et al. 2006)
       predictive  regression runs: the predictive mean and a --band of the sampled
                 networks' outputs against the test targets, and along a slice through
                 each input (the others at their training mean); one DIR

@@ -169,6 +169,11 @@ def info(run_dir: str, as_json: bool) -> None:
 
         line = ideal_line(s["restarts"], s["round_trips"], s["ideal_passages"])
         click.echo(f"replicas   {line}")
+    if s.get("replica_flow"):
+        from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
+
+        flow = flow_line(ReplicaFlow.from_dict(s["replica_flow"]), s["temperatures"])
+        click.echo(f"           {flow}")
     if s.get("blas_backend"):
         reason = f" ({s['blas_reason']})" if s.get("blas_reason") else ""
         click.echo(f"blas       {s['blas_backend']}{reason}")

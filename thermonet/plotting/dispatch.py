@@ -10,6 +10,7 @@ from thermonet.plotting.barrier import plot_barrier
 from thermonet.plotting.energies import plot_energies, plot_size
 from thermonet.plotting.error_trace import plot_errors
 from thermonet.plotting.figure import PathLike, check_out, new_figure, save
+from thermonet.plotting.flow import plot_flow
 from thermonet.plotting.ladder import plot_heat, plot_ladder
 from thermonet.plotting.predictive import plot_predictive
 from thermonet.plotting.replicas import plot_replicas
@@ -26,6 +27,7 @@ KINDS: dict[str, tuple[Callable[..., Figure], bool]] = {
     "ladder": (plot_ladder, False),
     "heat": (plot_heat, True),
     "barrier": (plot_barrier, False),
+    "flow": (plot_flow, False),
     "predictive": (plot_predictive, False),
     "errors": (plot_errors, False),
 }
