@@ -171,6 +171,9 @@ def test_verdict_strings():
     single = verdict([1.0, 2.0], restarts=5, round_trips=5, rhat=[1.2, 1.0],
                      rhat_decides=False)
     assert single.mixed and single.flags == ["split R-hat 1.20 at T = 1 (this run's halves)"]
+    one = verdict([1.0], rhat=[1.2], rhat_decides=False)
+    assert one.mixed and one.reasons[0].startswith("no check failed in this one chain")
+    assert str(one) != "mixed: -"
 
 
 def write_run(d, n: int, accepted: np.ndarray, replica: np.ndarray, temps: list[float]) -> None:

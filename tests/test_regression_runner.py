@@ -168,3 +168,22 @@ def test_analyse_reports_squared_errors_of_regression_runs(arm_cfg, tmp_path):
     assert hyp["names"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
     assert np.allclose(hyp["width"], np.mean(1 / np.sqrt(h[2:]), axis=0), rtol=1e-12)
     assert "noise" in res.output and "posterior mean width" in res.output
+
+
+def test_info_reports_the_hyperparameters_of_regression_runs(arm_cfg, tmp_path):
+    from thermonet.analysis import summarise
+
+    out = tmp_path / "r"
+    Run.create(cfgmod.load(arm_cfg), out).run()
+    detach_log()
+    s = summarise(out)
+    h = ckpt.read_trace(out)["hyper_k"]
+    start = s["discarded_iterations"]
+    assert s["hyperparameters"]["names"] == ["layer1.weight", "layer1.bias", "layer2.weight",
+                                             "noise"]
+    assert np.allclose(s["hyperparameters"]["width"], np.mean(1 / np.sqrt(h[start:]), axis=0),
+                       rtol=1e-12)
+    res = CliRunner().invoke(main, ["info", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("hyper ")]
+    assert len(lines) == 2 and "noise" in lines[0] and "T = 1.5" in lines[1]

@@ -362,6 +362,9 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
                 + (", ..." if cut.size > 4 else ""))
     if failed:
         return Verdict(False, failed, flags)
+    if not evidence and temps.size == 1:
+        evidence.append("no check failed in this one chain (run `thermonet compare` on "
+                        "independent runs for R-hat across chains)")
     return Verdict(True, evidence, flags)
 
 

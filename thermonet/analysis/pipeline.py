@@ -435,6 +435,11 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     flow = replica_flow(trimmed["replica_k"][start:]) if k > 1 else None
     out["replica_flow"] = None if flow is None else flow.to_dict()
     out["barrier"] = mx.swaps.barrier
+    # hierarchical models: the hyperparameters' posterior means (names need the model)
+    out["hyperparameters"] = hyper_widths(*_build_model(ck.config_toml, None)[:2],
+                                          trimmed["hyper_k"][start:]) if (
+        "hyper_k" in trimmed and cfg.get("data", {}).get("name", "none") != "none"
+        and int((its <= ck.iteration).sum()) > start) else {}
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)
     out["verdict_reasons"] = list(mx.verdict.reasons)

@@ -162,8 +162,9 @@ def info(run_dir: str, as_json: bool) -> None:
                f"{s['sampler']})")
     click.echo(f"iterations {s['iterations']} of {s['n_iterations']}  "
                f"(summaries over the last {s['iterations'] - s['discarded_iterations']})")
-    click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']};  "
-               f"round trips {s['round_trips']};  restarts {s['restarts']}")
+    ladder = (f";  round trips {s['round_trips']};  restarts {s['restarts']}"
+              if len(s["temperatures"]) > 1 else "")
+    click.echo(f"elapsed    {s['elapsed_s']:.1f} s;  divergences {s['divergences']}{ladder}")
     if s.get("ideal_passages"):
         from thermonet.analysis.ideal_exchange import ideal_line  # not at import: kernels
 
@@ -203,4 +204,9 @@ def info(run_dir: str, as_json: bool) -> None:
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
         click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
                    f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10}")
+    hyper = s.get("hyperparameters") or {}
+    for k, row in enumerate(hyper.get("width", [])):
+        cells = ", ".join(f"{n} {v:.4g} ± {e:.2g}" for n, v, e in
+                          zip(hyper["names"], row, hyper["width_err"][k], strict=True))
+        click.echo(f"hyper      T = {s['temperatures'][k]:.4g}: {cells}")
     click.echo(f"verdict    {s['verdict']}")
