@@ -146,7 +146,11 @@ def test_rung_acceptance_error_and_flags():
     assert ra.error[1:] == pytest.approx(se[1:], rel=0.1)
     assert ra.frozen.tolist() == [True, True, False, False]
     assert ra.timid.tolist() == [False, False, False, True]
-    assert ra.n_trajectories == 4 * n
+    assert ra.n_trajectories.tolist() == [4 * n] * 4
+    # per-rung counts (a slow band): each rung divided by its own count
+    per = rung_acceptance(acc * np.array([1, 1, 2, 1]), [4, 4, 8, 4])
+    assert np.array_equal(per.acceptance, ra.acceptance)
+    assert per.n_trajectories.tolist() == [4 * n, 4 * n, 8 * n, 4 * n]
 
 
 # --- the verdict -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from thermonet.config.schema import parse_toml
 from thermonet.errors import ConfigError
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
+from thermonet.tempering.ladder import trajectories_from_settings
 
 #: keys that independent runs of one configuration may differ in (the seed is the point; the
 #: others change the length or the speed of a run, not the chain it samples)
@@ -76,7 +77,8 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
               else np.zeros((0, len(ck.temperatures))))
     passages = replica_passages(tr["replica_k"]) if n else None
     # each run's own acceptance per rung, for the frozen-rung rule of its own verdict
-    n_traj = int(cfg.get("ladder", cfg.get("sampler", {})).get("n_trajectories", 1))
+    n_traj = trajectories_from_settings(cfg.get("ladder", cfg.get("sampler", {})),
+                                        ck.temperatures)
     acceptance = (rung_acceptance(np.asarray(tr["n_accepted_k"])[start:], n_traj)
                   if n > start and "n_accepted_k" in tr else None)
     series: dict[str, np.ndarray] = {}

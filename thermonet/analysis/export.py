@@ -17,6 +17,7 @@ from thermonet.errors import ConfigError
 from thermonet.io.atomic import write_atomic
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
+from thermonet.tempering.ladder import trajectories_from_settings
 
 #: the one-line answer when ArviZ is missing
 NEED_ARVIZ = ("thermonet export needs ArviZ, an optional dependency: "
@@ -66,8 +67,8 @@ def inference_data(run_dir: str | Path) -> Any:
     its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
     tr = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
     cfg = parse_toml(ck.config_toml)
-    n_traj = int(cfg.get("ladder", cfg.get("sampler", {})).get("n_trajectories", 1))
     temps = np.asarray(ck.temperatures, dtype=np.float64)
+    n_traj = trajectories_from_settings(cfg.get("ladder", cfg.get("sampler", {})), temps)
     k = temps.size
 
     def chain(name: str, width: int, dtype: Any = np.float64) -> np.ndarray:
@@ -96,7 +97,8 @@ def inference_data(run_dir: str | Path) -> Any:
         constant_data={"t_low": temps[:-1], "t_high": temps[1:]} if k > 1 else None,
         coords=coords, dims=dims,
         attrs={"run_uuid": ck.run_uuid, "run_dir": str(run_dir), "iterations": n,
-               "n_trajectories": n_traj, "thermonet_version": ck.thermonet_version})
+               "n_trajectories": [int(v) for v in n_traj],
+               "thermonet_version": ck.thermonet_version})
 
 
 def export_run(run_dir: str | Path, out: str | Path) -> Path:

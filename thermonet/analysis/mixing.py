@@ -172,7 +172,7 @@ class RungAcceptance:
         Accepted / attempted trajectories and the autocorrelation-aware standard error of the
         per-iteration fraction; the error is NaN when the acceptance is exactly 0 or 1 (no
         spread to measure), never a silent 0.
-    n_trajectories : int
+    n_trajectories : ndarray of int64, shape (K,)
         Trajectories attempted at each rung (iterations x trajectories per iteration).
     frozen, timid : ndarray of bool, shape (K,)
         Acceptance below :data:`ACCEPT_FROZEN` / above :data:`ACCEPT_TIMID`.
@@ -180,26 +180,28 @@ class RungAcceptance:
 
     acceptance: np.ndarray
     error: np.ndarray
-    n_trajectories: int
+    n_trajectories: np.ndarray
     frozen: np.ndarray
     timid: np.ndarray
 
 
-def rung_acceptance(n_accepted_nk: Any, n_trajectories: int) -> RungAcceptance:
+def rung_acceptance(n_accepted_nk: Any, n_trajectories: Any) -> RungAcceptance:
     """Acceptance per rung from the trace's ``n_accepted_k``.
 
     Parameters
     ----------
     n_accepted_nk : array_like of int, shape (n_iterations, K)
         Accepted trajectories at each slot in each iteration.
-    n_trajectories : int
-        Trajectories per slot per iteration (``ladder.n_trajectories``).
+    n_trajectories : int or array_like of int, shape (K,)
+        Trajectories per slot per iteration (``ladder.n_trajectories``, or per rung:
+        :func:`thermonet.tempering.ladder.trajectories_from_settings`).
 
     Returns
     -------
     RungAcceptance
     """
-    a = np.atleast_2d(np.asarray(n_accepted_nk, dtype=np.float64)) / n_trajectories
+    counts = np.asarray(n_accepted_nk, dtype=np.float64)
+    a = np.atleast_2d(counts) / np.asarray(n_trajectories, dtype=np.float64)
     k = a.shape[1]
     acc = np.full(k, math.nan)
     err = np.full(k, math.nan)
@@ -209,8 +211,9 @@ def rung_acceptance(n_accepted_nk: Any, n_trajectories: int) -> RungAcceptance:
         acc[j], e = mean_and_error(a[:, j])
         if 0.0 < acc[j] < 1.0:
             err[j] = e
-    return RungAcceptance(acc, err, int(a.shape[0] * n_trajectories),
-                          acc < ACCEPT_FROZEN, acc > ACCEPT_TIMID)
+    per_rung = np.broadcast_to(np.asarray(n_trajectories, dtype=np.int64), (k,))
+    return RungAcceptance(acc, err, a.shape[0] * per_rung, acc < ACCEPT_FROZEN,
+                          acc > ACCEPT_TIMID)
 
 
 # --- the verdict --------------------------------------------------------------------------------
@@ -326,10 +329,11 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
             failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1]))))
         zero = np.flatnonzero(acc == 0.0)
         if zero.size:
+            n_zero = int(np.min(np.broadcast_to(acceptance.n_trajectories, acc.shape)[zero]))
             flags.append(f"rung{'s' if zero.size > 1 else ''} "
                          f"{', '.join(str(int(i)) for i in zero)} accepted 0 of "
-                         f"{acceptance.n_trajectories} trajectories (error bar undefined; "
-                         f"95% bound < {3 / max(acceptance.n_trajectories, 1):.2g})")
+                         f"{n_zero} trajectories (error bar undefined; "
+                         f"95% bound < {3 / max(n_zero, 1):.2g})")
         for a, b in _runs_of(acceptance.timid):
             flags.append(_rungs(a, b, "accept", float(np.min(acc[a:b + 1])))
                          + f" (> {ACCEPT_TIMID:g}: steps too timid)")
@@ -391,7 +395,7 @@ class Mixing:
     verdict: Verdict
 
 
-def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: int, start: int = 0,
+def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, start: int = 0,
            elapsed_s: float | None = None) -> Mixing:
     """The mixing diagnostics and verdict of one run from its trace.
 
@@ -402,7 +406,7 @@ def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: int, 
         ``replica_k``, ``energy_k``, ``n_accepted_k``, ``swap_attempted_k``,
         ``swap_accepted_k``.
     temperatures : array_like, shape (K,)
-    n_trajectories : int
+    n_trajectories : int or array_like of int, shape (K,)
         HMC trajectories per slot per iteration.
     start : int
         First row used for acceptance, swaps, R-hat and ESS (after the burn-in discard).

@@ -25,6 +25,7 @@ from thermonet.config.schema import parse_toml
 from thermonet.errors import ConfigError
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
+from thermonet.tempering.ladder import trajectories_from_settings
 
 #: how close a rung's temperature must be to 1 to count as ``T = 1``
 T_ONE_RTOL = 1e-9
@@ -106,7 +107,7 @@ def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> Model
     n = int((its <= ck.iteration).sum())
     start = math.floor(discard * n)
     sampler = cfg.get("sampler", {})
-    n_traj = int(cfg.get("ladder", sampler).get("n_trajectories", 1))
+    n_traj = trajectories_from_settings(cfg.get("ladder", sampler), temps)
     mx = assess(trace, temps, n_trajectories=n_traj, start=start,
                 elapsed_s=ck.counters.get("elapsed_s"))
     out = model_evidence(temps, np.asarray(trace["energy_k"])[start:n], mx.verdict)

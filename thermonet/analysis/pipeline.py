@@ -28,6 +28,7 @@ from thermonet.config.schema import TOMLDecodeError, parse_toml
 from thermonet.errors import CheckpointError, CheckpointFormatError, ConfigError
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
+from thermonet.tempering.ladder import trajectories_from_settings
 
 
 def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
@@ -188,7 +189,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     n_used = n - start
     first_it = int(tr["iteration"][start]) if n_used > 0 else ck.iteration + 1
     sampler = cfg_raw.get("sampler", {})
-    n_traj = int(cfg_raw.get("ladder", sampler).get("n_trajectories", 1))
+    n_traj = trajectories_from_settings(cfg_raw.get("ladder", sampler), temps)
     nan_k = np.full(k_n, np.nan)
     table: dict[str, np.ndarray] = {c: nan_k.copy() for c in TABLE_COLUMNS}
     table["temperature"] = temps.copy()
@@ -283,7 +284,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                 elapsed_s=ck.counters.get("elapsed_s"))
     trips, restarts = mx.passages.round_trips, mx.passages.restarts
     ideal = ideal_for_run(mx.swaps.rejection, n_used, cfg_raw.get("ladder", {}))
-    flow = replica_flow(tr["replica_k"][sl]) if k_n > 1 else None
+    flow = replica_flow(tr["replica_k"][sl]) if k_n > 1 and "replica_k" in tr else None
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
     evidence = None if gaussian or n_used < 2 else model_evidence(
         temps, np.asarray(tr["energy_k"], dtype=np.float64)[sl], mx.verdict)
@@ -341,7 +342,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "discarded_iterations": start, "iterations_used": n_used,
         "first_iteration_used": first_it if n_used > 0 else None,
         "sample_iterations_used": [int(i) for i in used_its],
-        "n_samples": n_s, "n_trajectories": n_traj,
+        "n_samples": n_s, "n_trajectories": [int(v) for v in n_traj],
         "round_trips": int(trips.sum()),
         "round_trips_per_replica": [int(v) for v in trips],
         "restarts": int(restarts.sum()),
@@ -393,7 +394,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     sl = slice(start, n)
     k = len(ck.temperatures)
     sampler = cfg.get("sampler", {})
-    n_traj = int(cfg.get("ladder", sampler).get("n_trajectories", 1))
+    n_traj = trajectories_from_settings(cfg.get("ladder", sampler), ck.temperatures)
     out: dict[str, Any] = {
         "run_dir": str(run_dir),
         "run_uuid": ck.run_uuid,
@@ -432,7 +433,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     ideal = ideal_for_run(mx.swaps.rejection, int((its <= ck.iteration).sum()) - start,
                           cfg.get("ladder", {}))
     out["ideal_passages"] = None if ideal is None else ideal.to_dict()
-    flow = replica_flow(trimmed["replica_k"][start:]) if k > 1 else None
+    flow = replica_flow(trimmed["replica_k"][start:]) if (
+        k > 1 and "replica_k" in trimmed) else None
     out["replica_flow"] = None if flow is None else flow.to_dict()
     out["barrier"] = mx.swaps.barrier
     # hierarchical models: the hyperparameters' posterior means (names need the model)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thermonet.errors import ConfigError
+from thermonet.tempering.ladder import trajectories_from_settings
 
 #: parameter-sized float64 arrays per replica: theta, gradient, momentum, the trajectory's
 #: copies of theta and gradient, masses / inverse masses / box half-widths, and the
@@ -105,17 +106,21 @@ def plan(cfg: Any, arch: Any) -> str:
     n_slots = int(cfg.ladder.n_temperatures) if hasattr(cfg, "ladder") else 1
     n_iter = int(cfg["run"]["n_iterations"])
     n_traj = int(lad["n_trajectories"])
+    temps = cfg.ladder.temperature_k if hasattr(cfg, "ladder") else [1.0]
+    per_rung = trajectories_from_settings(lad, temps)
     n_leapfrog = cfg["sampler"].get("n_leapfrog")
     n_params = int(arch.n_params)
     rows = data_rows(cfg["data"]["name"])
-    steps = n_slots * n_iter * n_traj
+    steps = n_iter * int(per_rung.sum())
+    each = (f"{n_traj}" if per_rung.min() == per_rung.max()
+            else f"{n_traj} ({int(per_rung.max())} in the slow band)")
     if isinstance(n_leapfrog, int):
         grads = steps * n_leapfrog
-        work = (f"{n_slots} rung(s) x {n_iter} iterations x {n_traj} trajectories x "
+        work = (f"{n_slots} rung(s) x {n_iter} iterations x {each} trajectories x "
                 f"L = {n_leapfrog} = {grads:,} gradients")
     else:
         grads = steps
-        work = f"{n_slots} rung(s) x {n_iter} iterations x {n_traj} transitions = {grads:,}"
+        work = f"{n_slots} rung(s) x {n_iter} iterations x {each} transitions = {grads:,}"
     line = (f"about to run {cfg['architecture']['name']} ({n_params:,} parameters) on "
             f"{cfg['data']['name']} with {cfg['sampler']['name']}: {work} (plus burn-in)")
     if rows and isinstance(n_leapfrog, int):

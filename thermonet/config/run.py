@@ -121,6 +121,13 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                       "the geometric ladder")),
     "n_trajectories": (1, (int,), _POS_INT,
                        "N_traj, transitions of the sampler per slot per iteration"),
+    "slow_band": ([], (list,), _POSITIVE_LIST,
+                  ("[T_low, T_high]: a band of temperatures where the local sampler is slow "
+                   "(find it with `thermonet plot --kind flow`); its rungs run "
+                   "slow_band_trajectories transitions per iteration; [] (the default): none")),
+    "slow_band_trajectories": (0, (int,), _NONNEG_INT,
+                               ("transitions per iteration at the rungs in slow_band (>= "
+                                "n_trajectories; 0: slow_band unused)")),
     "swap_scheme": ("random-pairs", (str,), (lambda v: v in SCHEMES,
                                              "one of " + ", ".join(SCHEMES)),
                     ("random-pairs: n_swaps attempts on random adjacent pairs after the "
@@ -302,6 +309,14 @@ def _resolve_ladder(given: Mapping[str, Any], sources: dict[str, str],
     if table["adapt_rounds"] and ladder.n_temperatures < 3:
         raise ConfigError(f"ladder.adapt_rounds = {table['adapt_rounds']} needs at least 3 "
                           f"rungs to move; this ladder has {ladder.n_temperatures}")
+    band, n_band = table["slow_band"], table["slow_band_trajectories"]
+    if bool(band) != bool(n_band) or (band and (len(band) != 2 or band[0] > band[1]
+                                                or n_band < table["n_trajectories"])):
+        raise ConfigError(f"ladder.slow_band = {band}, slow_band_trajectories = {n_band}; "
+                          "expected both or neither: [T_low, T_high] with T_low <= T_high, "
+                          f"and at least n_trajectories = {table['n_trajectories']} "
+                          "transitions, e.g. slow_band = [2.5, 4.5] and "
+                          "slow_band_trajectories = 40")
     swap = make_scheme(table["swap_scheme"], n_swaps=table["n_swaps"])
     return table, ladder, swap
 

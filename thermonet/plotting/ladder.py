@@ -129,9 +129,10 @@ def plot_ladder(run_dir: PathLike, fig: Figure | None = None, *,
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("temperature T")
     ax.set_ylabel("HMC acceptance rate")
-    per = "trajectory" if info.n_trajectories == 1 else "trajectories"
-    ax.set_title(f"HMC acceptance ({info.n_trajectories} {per} per slot and iteration)",
-                 fontsize="medium")
+    lo, hi = int(info.n_trajectories.min()), int(info.n_trajectories.max())
+    per = "trajectory" if hi == 1 else "trajectories"
+    count = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    ax.set_title(f"HMC acceptance ({count} {per} per slot and iteration)", fontsize="medium")
     fig.suptitle(figure_title("Temperature ladder", [info], f"{k} temperatures"), fontsize="medium")
     return fig
 

@@ -17,6 +17,7 @@ from thermonet.errors import PlotError
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
 from thermonet.plotting.figure import PathLike
+from thermonet.tempering.ladder import trajectories_from_settings
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class RunInfo:
     iterations : int
         Completed iterations (the checkpoint's commit point).
     temperatures : ndarray of float64, shape (K,)
-    n_trajectories : int
+    n_trajectories : ndarray of int64, shape (K,)
         Inner transitions per slot and iteration.
     discard : float
         The run's ``run.discard`` fraction.
@@ -46,7 +47,7 @@ class RunInfo:
     data: str
     iterations: int
     temperatures: np.ndarray
-    n_trajectories: int
+    n_trajectories: np.ndarray
     discard: float
     run_uuid: str = ""
 
@@ -67,7 +68,8 @@ def run_info(run_dir: PathLike) -> RunInfo:
         data=str(cfg.get("data", {}).get("name", "?")),
         iterations=int(ck.iteration),
         temperatures=np.asarray(ck.temperatures, dtype=np.float64),
-        n_trajectories=int(cfg.get("ladder", sampler).get("n_trajectories", 1)),
+        n_trajectories=trajectories_from_settings(cfg.get("ladder", sampler),
+                                                  ck.temperatures),
         discard=float(cfg.get("run", {}).get("discard", 0.2)),
         run_uuid=ck.run_uuid,
     )

@@ -370,7 +370,7 @@ class Run:
             if settings["sample_every"] and i % settings["sample_every"] == 0:
                 samples.append((i, np.stack([s.theta for s in self.state.slots])))
             n_accepted += int(info.n_accepted_k.sum())
-            n_transitions += engine.n_slots * engine.n_trajectories
+            n_transitions += int(engine.n_trajectories_k.sum())
             n_swaps_accepted += int(info.swap_accepted_k.sum())
             n_swaps_attempted += int(info.swap_attempted_k.sum())
             # a stop request commits the iterations done so far: the schedule depends only on

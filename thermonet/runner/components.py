@@ -85,7 +85,10 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
     engine = ReplicaExchange(sampler_cls, potential, ladder if ladder is not None else cfg.ladder,
                              prior=prior, masses=masses,
                              sampler_config=cfg.configs["sampler"],
-                             n_trajectories=cfg["ladder"]["n_trajectories"], swap=cfg.swap,
+                             n_trajectories=cfg["ladder"]["n_trajectories"],
+                             band=cfg["ladder"]["slow_band"],
+                             band_trajectories=cfg["ladder"]["slow_band_trajectories"],
+                             swap=cfg.swap,
                              executor=make_executor(cfg["run"]["workers"],
                                                     cfg["run"]["executor"]))
     plugins = {}

@@ -32,7 +32,7 @@ import numpy as np
 from thermonet.api import as_theta
 from thermonet.errors import ConfigError
 from thermonet.parallel import Executor, make_executor
-from thermonet.tempering.ladder import Ladder
+from thermonet.tempering.ladder import Ladder, trajectories_per_rung
 from thermonet.tempering.prior_rung import PriorRung
 from thermonet.tempering.start import check_energy, check_in_box
 from thermonet.tempering.swaps import RandomPairs, swap_log_acceptance
@@ -101,6 +101,9 @@ class ReplicaExchange:
         Used as given by every slot (built once by the caller; None: the sampler's defaults).
     n_trajectories : int
         Transitions per slot per iteration (N_traj of Table 1).
+    band, band_trajectories : (float, float) and int, optional
+        ``band_trajectories`` transitions instead at the rungs with T in ``band`` (see
+        :func:`~thermonet.tempering.ladder.trajectories_per_rung`; exact for any counts).
     swap : swap scheme, optional
         See :mod:`thermonet.tempering.swaps` (default: :class:`RandomPairs` with K attempts).
     executor : Executor, optional
@@ -114,6 +117,7 @@ class ReplicaExchange:
 
     def __init__(self, sampler_cls: type, potential: Any, ladder: Ladder, *, prior: Any = None,
                  masses: Any = None, sampler_config: Any = None, n_trajectories: int = 1,
+                 band: Sequence[float] = (), band_trajectories: int = 0,
                  swap: Any = None, executor: Executor | None = None, workers: int = 1) -> None:
         if not isinstance(ladder, Ladder):
             raise TypeError(f"ladder must be a thermonet.tempering.Ladder; got "
@@ -126,6 +130,12 @@ class ReplicaExchange:
         self.prior = prior
         self.ladder = ladder
         self.n_trajectories = int(n_trajectories)
+        if band_trajectories and not (len(band) == 2 and band[0] <= band[1]
+                                      and band_trajectories >= 1):
+            raise ConfigError(f"band = {list(band)}, band_trajectories = {band_trajectories}; "
+                              "expected [T_low, T_high] with T_low <= T_high and >= 1")
+        self.band = tuple(float(b) for b in band)
+        self.band_trajectories = int(band_trajectories)
         self.swap = swap if swap is not None else RandomPairs()
         #: runs the slots of an iteration
         self.executor = executor if executor is not None else make_executor(workers)
@@ -182,6 +192,12 @@ class ReplicaExchange:
     def n_slots(self) -> int:
         """K, the number of slots (ladder rungs)."""
         return len(self.samplers)
+
+    @property
+    def n_trajectories_k(self) -> IntArray:
+        """Transitions per iteration at each slot of the current ladder."""
+        return trajectories_per_rung(self.ladder.temperature_k, self.n_trajectories,
+                                     self.band, self.band_trajectories)
 
     @property
     def temperatures(self) -> FloatArray:
@@ -262,11 +278,11 @@ class ReplicaExchange:
 
     def _propagate(self, slots: Sequence[Any], rngs: Sequence[np.random.Generator]
                    ) -> tuple[list[Any], IntArray, IntArray]:
-        n_traj = self.n_trajectories
+        n_traj = self.n_trajectories_k
 
         def run(k: int) -> tuple[Any, int, int]:
             state, n_accepted, n_divergent = slots[k], 0, 0
-            for _ in range(n_traj):
+            for _ in range(int(n_traj[k])):
                 state, info = self.samplers[k].step(state, rngs[k])
                 n_accepted += bool(info.is_accepted)
                 n_divergent += bool(getattr(info, "is_divergent", False))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,29 @@ def geometric_temperatures(t_min: float, t_max: float, n: int) -> FloatArray:
     if n == 1:
         return np.array([float(t_min)])
     return t_min * (t_max / t_min) ** (np.arange(n) / (n - 1))
+
+
+def trajectories_per_rung(temperature_k: Any, n_trajectories: int,
+                          band: Sequence[float] = (), band_trajectories: int = 0
+                          ) -> np.ndarray:
+    """Transitions per iteration at every rung: ``n_trajectories``, and ``band_trajectories``
+    at the rungs with ``band[0] <= T <= band[1]`` (a band of temperatures where the local
+    sampler is slow). Each rung's transitions leave its own distribution invariant, so any
+    fixed count per rung keeps the chain exact."""
+    t = np.asarray(temperature_k, dtype=np.float64)
+    out = np.full(t.size, int(n_trajectories), dtype=np.int64)
+    if len(band) == 2 and band_trajectories:
+        out[(t >= float(band[0])) & (t <= float(band[1]))] = int(band_trajectories)
+    return out
+
+
+def trajectories_from_settings(ladder_table: Any, temperature_k: Any
+                               ) -> np.ndarray:
+    """:func:`trajectories_per_rung` from a run's ``[ladder]`` table as stored in its
+    resolved configuration (older runs without the band keys: ``n_trajectories`` everywhere)."""
+    return trajectories_per_rung(temperature_k, int(ladder_table.get("n_trajectories", 1)),
+                                 ladder_table.get("slow_band", []) or (),
+                                 int(ladder_table.get("slow_band_trajectories", 0) or 0))
 
 
 @dataclass(frozen=True, eq=False)

@@ -266,12 +266,12 @@ class WarmUp:
         engine = self.engine
         if ws.stage == "retune":
             sampled = [not isinstance(sm, PriorRung) for sm in engine.samplers]
-            n = ws.done * engine.n_trajectories          # transitions per rung
+            n = ws.done * engine.n_trajectories_k        # transitions per rung
             record: dict[str, Any] = {
                 "stage": "retune", "round": ws.round + 1, "iterations": ws.done,
                 "measured_at": _per_slot([st.step_size for st in state.slots], sampled),
-                "acceptance": _per_slot(ws.sums["accepted"] / max(n, 1), sampled),
-                "transitions": _per_slot(np.full(engine.n_slots, n), sampled)}
+                "acceptance": _per_slot(ws.sums["accepted"] / np.maximum(n, 1), sampled),
+                "transitions": _per_slot(n, sampled)}
             rounds = [r for r in ws.records if r.get("stage") == "retune"] + [record]
             measured = [[(r["measured_at"][k], r["acceptance"][k], r["transitions"][k])
                          for r in rounds] if ok else [] for k, ok in enumerate(sampled)]
