@@ -19,6 +19,8 @@ def test_fractions_and_reach_on_a_hand_built_path():
     assert np.allclose(f.from_hot, [0, 1 / 3, 1])
     assert np.allclose(f.unlabelled, [0, 1 / 3, 0])
     assert f.cold_reach == 2 and f.crossed
+    assert flow_line(f, [1.0, 2.0, 3.0]).startswith("replica flow: replicas from T_min reached "
+                                                    "the hot end; replicas from the hot end")
     assert np.allclose(f.hot_fraction, [0, 0.5, 1])
 
 
@@ -37,6 +39,7 @@ def test_a_crossing_from_the_hot_end_and_degenerate_inputs():
     rows = [[0, 1, 2], [0, 2, 1], [2, 0, 1]]     # replica 2 goes from the hot end to slot 0
     f = replica_flow(rows)
     assert f.hot_reach == 0 and f.crossed
-    assert flow_line(f, [1.0, 2.0, 3.0]) == "replica flow: replicas crossed the whole ladder"
+    assert flow_line(f, [1.0, 2.0, 3.0]) == ("replica flow: replicas from T_min reached T = 2 "
+                                            "(slot 1); replicas from the hot end reached T_min")
     empty = replica_flow(np.zeros((0, 3), dtype=int))
     assert empty.cold_reach == -1 and empty.hot_reach == 3 and np.all(empty.unlabelled == 1)

@@ -122,12 +122,18 @@ def flow_line(flow: ReplicaFlow, temperatures: Any) -> str:
     k = t.size
     if k < 2:
         return "replica flow: a single rung"
-    if flow.crossed:
-        return "replica flow: replicas crossed the whole ladder"
-    cold = ("no replica reached T_min" if flow.cold_reach < 0
-            else f"replicas from T_min reached T = {t[flow.cold_reach]:.4g} (slot "
-                 f"{flow.cold_reach})")
-    hot = ("no replica reached the hot end" if flow.hot_reach >= k
-           else f"replicas from the hot end reached T = {t[flow.hot_reach]:.4g} (slot "
-                f"{flow.hot_reach})")
-    return f"replica flow: {cold}; {hot}; none crossed"
+    if flow.cold_reach < 0:
+        cold = "no replica reached T_min"
+    elif flow.cold_reach == k - 1:
+        cold = "replicas from T_min reached the hot end"
+    else:
+        cold = (f"replicas from T_min reached T = {t[flow.cold_reach]:.4g} (slot "
+                f"{flow.cold_reach})")
+    if flow.hot_reach >= k:
+        hot = "no replica reached the hot end"
+    elif flow.hot_reach == 0:
+        hot = "replicas from the hot end reached T_min"
+    else:
+        hot = (f"replicas from the hot end reached T = {t[flow.hot_reach]:.4g} (slot "
+               f"{flow.hot_reach})")
+    return f"replica flow: {cold}; {hot}" + ("" if flow.crossed else "; none crossed")
