@@ -388,3 +388,16 @@ def test_a_frozen_rung_in_one_run_makes_compare_not_mixed(tmp_path):
     res = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "c")])
     assert res.exit_code == 0, res.output
     assert f"verdict    not mixed: {tmp_path / 'c'}: rung 1 accepts 0.00" in res.output
+
+
+def test_a_key_an_older_run_lacks_counts_as_its_default():
+    from thermonet.analysis.compare import config_difference
+
+    new = {"ladder": {"n_trajectories": 2, "slow_band": [], "slow_band_trajectories": 0},
+           "init": {"minimise": True}}
+    old = {"ladder": {"n_trajectories": 2}, "init": {"minimise": False}}
+    assert config_difference(old, new) is None               # defaults, and a free section
+    banded = {"ladder": {"n_trajectories": 2, "slow_band": [1.0, 2.0],
+                         "slow_band_trajectories": 9}}
+    assert config_difference(old, banded) == "ladder.slow_band = '(unset)' vs [1.0, 2.0]"
+    assert config_difference({"x": {"y": 1}}, {"x": {}}) == "x.y = 1 vs '(unset)'"

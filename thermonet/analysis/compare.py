@@ -49,13 +49,35 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """The first configuration key (dotted) whose value differs, with both values."""
+def _defaults() -> dict[str, Any]:
+    """Every runner key's default, dotted: a run resolved by an older thermonet lacks the
+    keys added since, which mean their defaults."""
+    from thermonet.config.data import DATA_KEYS
+    from thermonet.config.run import (
+        INIT_KEYS,
+        LADDER_KEYS,
+        PRIOR_KEYS,
+        RUN_KEYS,
+        SAMPLER_RUNNER_KEYS,
+    )
+
+    tables = {"run": RUN_KEYS, "prior": PRIOR_KEYS, "init": INIT_KEYS,
+              "sampler": SAMPLER_RUNNER_KEYS, "ladder": LADDER_KEYS, "data": DATA_KEYS}
+    return {f"{section}.{key}": spec[0] for section, keys in tables.items()
+            for key, spec in keys.items()}
+
+
+def config_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The first configuration key (dotted) whose value differs, with both values (a key
+    one run lacks counts as its default)."""
     fa, fb = _flatten(a), _flatten(b)
+    default = _defaults()
     for key in sorted(set(fa) | set(fb)):
         if key in FREE_KEYS or key.startswith(FREE_SECTIONS):
             continue
-        if fa.get(key, "(unset)") != fb.get(key, "(unset)"):
+        va = fa.get(key, default.get(key, "(unset)"))
+        vb = fb.get(key, default.get(key, "(unset)"))
+        if va != vb:
             return f"{key} = {fa.get(key, '(unset)')!r} vs {fb.get(key, '(unset)')!r}"
     return None
 
@@ -139,7 +161,7 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
             raise ConfigError(
                 f"{r['dir']} is on another ladder than {ref['dir']}: "
                 f"{tb.size} temperatures ({_temps(tb)}) vs {ta.size} ({_temps(ta)})")
-        diff = _difference(ref["config"], r["config"])
+        diff = config_difference(ref["config"], r["config"])
         if diff is not None:
             raise ConfigError(f"{r['dir']} has another configuration than {ref['dir']}: "
                               f"{diff}")
@@ -202,4 +224,4 @@ def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
     return failed, flags
 
 
-__all__ = ["FREE_KEYS", "FREE_SECTIONS", "SAMPLE_OBSERVABLES", "compare_runs"]
+__all__ = ["FREE_KEYS", "FREE_SECTIONS", "SAMPLE_OBSERVABLES", "compare_runs", "config_difference"]
