@@ -21,7 +21,6 @@ def test_fractions_and_reach_on_a_hand_built_path():
     assert f.cold_reach == 2 and f.crossed
     assert flow_line(f, [1.0, 2.0, 3.0]).startswith("replica flow: replicas from T_min reached "
                                                     "the hot end; replicas from the hot end")
-    assert np.allclose(f.hot_fraction, [0, 0.5, 1])
 
 
 def test_a_ladder_cut_in_two_is_reported_with_the_temperatures_of_the_cut():

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.analysis.mixing import PassageCounter
 from thermonet.errors import ConfigError
 
 #: independent simulations of the index process behind each expectation
@@ -111,41 +112,28 @@ def ideal_passages(rejection: Any, n_iterations: int, *, scheme: str = "deo",
     if n_slots < 2 or n_iterations <= 0:
         return IdealPassages(0.0, 0.0, 0.0, 0.0, rate)
     rng = np.random.default_rng(seed)
-    rows = np.arange(repeats)[:, None]
     # rep[m, k]: the replica at slot k of simulated run m (labels do not matter: any start
     # with one replica per slot is the same process)
     rep = np.tile(np.arange(n_slots), (repeats, 1))
-    last = np.full((repeats, n_slots), -1)     # last end visited: -1 none, 0 cold, 1 hot
-    trip = np.full((repeats, n_slots), -1)     # the same, hot counted only after a cold visit
-    restarts = np.zeros(repeats, dtype=np.int64)
-    trips = np.zeros(repeats, dtype=np.int64)
-    flat = rows.ravel()
+    counter = PassageCounter(repeats, n_slots)
     for it in range(1, n_iterations + 1):
         first = it % 2 if scheme == "deo" else rng.integers(0, 2, size=repeats)
-        _sweep(rep, r, first, rng)
-        cold, hot = rep[:, 0], rep[:, -1]
-        restarts += last[flat, cold] == 1
-        trips += trip[flat, cold] == 1
-        last[flat, cold] = 0
-        trip[flat, cold] = 0
-        last[flat, hot] = 1
-        trip[flat, hot] = np.where(trip[flat, hot] == 0, 1, trip[flat, hot])
+        _sweep(rep, r, np.broadcast_to(first, repeats), rng)
+        counter.update(rep)
+    restarts, trips = counter.restarts.sum(axis=1), counter.round_trips.sum(axis=1)
     return IdealPassages(float(restarts.mean()), float(restarts.std()),
                          float(trips.mean()), float(trips.std()), rate)
 
 
-def _sweep(rep: np.ndarray, r: np.ndarray, first: Any, rng: np.random.Generator) -> None:
-    """One sweep of disjoint pairs (j, j+1), j = first, first + 2, ..., in place; ``first``
-    a number, or one per simulated run."""
+def _sweep(rep: np.ndarray, r: np.ndarray, first: np.ndarray,
+           rng: np.random.Generator) -> None:
+    """One sweep of disjoint pairs (j, j+1), j = first[m], first[m] + 2, ... in each
+    simulated run m, in place."""
     repeats, n_slots = rep.shape
     u = rng.random((repeats, n_slots - 1))
     for start in (0, 1):
-        sel = np.ones(repeats, dtype=bool) if np.ndim(first) == 0 and first == start else (
-            np.asarray(first) == start if np.ndim(first) else np.zeros(repeats, dtype=bool))
-        if not sel.any():
-            continue
         js = np.arange(start, n_slots - 1, 2)
-        ok = (u[:, js] >= r[js]) & sel[:, None]
+        ok = (u[:, js] >= r[js]) & (first == start)[:, None]
         a, b = rep[:, js], rep[:, js + 1]
         rep[:, js] = np.where(ok, b, a)
         rep[:, js + 1] = np.where(ok, a, b)

@@ -2,7 +2,8 @@
 
 * :func:`split_rhat`, :func:`ess_bulk`, :func:`ess_tail` (from :mod:`.convergence`,
   re-exported): rank-normalised split-R-hat and bulk/tail ESS (Vehtari et al. 2021);
-* :func:`replica_passages`: restarts (as Pigeons.jl counts them) and round trips of replicas;
+* :func:`replica_passages` (on :class:`PassageCounter`): restarts (as Pigeons.jl counts them)
+  and round trips of replicas;
 * :func:`swap_barrier`: per-pair swap rejection rates and the global communication barrier
   Lambda = sum_k r_k of Syed, Bouchard-Côté, Deligiannidis & Doucet (JRSS-B 2022);
 * :func:`rung_acceptance`: HMC acceptance per rung with a standard error and flags;
@@ -69,6 +70,29 @@ class Passages:
     round_trips: np.ndarray
 
 
+class PassageCounter:
+    """Restarts and round trips of the replicas of ``n_runs`` ladders of ``n_slots`` slots,
+    counted one iteration at a time (:func:`replica_passages` for one recorded run,
+    :func:`thermonet.analysis.ideal_exchange.ideal_passages` for simulated ones)."""
+
+    def __init__(self, n_runs: int, n_slots: int) -> None:
+        self._runs = np.arange(n_runs)
+        self.last = np.full((n_runs, n_slots), -1)   # last end visited: -1 none, 0 cold, 1 hot
+        self.trip = np.full((n_runs, n_slots), -1)   # the same, hot only after a cold visit
+        self.restarts = np.zeros((n_runs, n_slots), dtype=np.int64)
+        self.round_trips = np.zeros((n_runs, n_slots), dtype=np.int64)
+
+    def update(self, replica_k: np.ndarray) -> None:
+        """Count the iteration after which run m has replica ``replica_k[m, k]`` at slot k."""
+        m, cold, hot = self._runs, replica_k[:, 0], replica_k[:, -1]
+        self.restarts[m, cold] += self.last[m, cold] == 1
+        self.round_trips[m, cold] += self.trip[m, cold] == 1
+        self.last[m, cold] = 0
+        self.trip[m, cold] = 0
+        self.last[m, hot] = 1
+        self.trip[m, hot] = np.where(self.trip[m, hot] == 0, 1, self.trip[m, hot])
+
+
 def replica_passages(replica_k: Any) -> Passages:
     """Restarts and round trips of each replica, from which replica sits at each slot.
 
@@ -85,20 +109,11 @@ def replica_passages(replica_k: Any) -> Passages:
     """
     r = np.asarray(replica_k)
     n_slots = r.shape[1] if r.ndim == 2 else 0
-    restarts = np.zeros(n_slots, dtype=np.int64)
-    trips = np.zeros(n_slots, dtype=np.int64)
-    if n_slots < 2 or r.shape[0] == 0:
-        return Passages(restarts, trips)
-    pos = np.argsort(r, axis=1)            # pos[t, rep] = slot of replica rep
-    last = np.full(n_slots, -1)            # last end visited: -1 none, 0 cold, 1 hot
-    trip = np.full(n_slots, -1)            # the same, but hot counts only after a cold visit
-    for p in pos:
-        cold, hot = p == 0, p == n_slots - 1
-        restarts += cold & (last == 1)
-        trips += cold & (trip == 1)
-        last = np.where(cold, 0, np.where(hot, 1, last))
-        trip = np.where(cold, 0, np.where(hot & (trip == 0), 1, trip))
-    return Passages(restarts, trips)
+    counter = PassageCounter(1, n_slots)
+    if n_slots >= 2:
+        for row in r:
+            counter.update(row[None, :])
+    return Passages(counter.restarts[0], counter.round_trips[0])
 
 
 @dataclass(frozen=True)
@@ -200,8 +215,8 @@ def rung_acceptance(n_accepted_nk: Any, n_trajectories: Any) -> RungAcceptance:
     -------
     RungAcceptance
     """
-    counts = np.asarray(n_accepted_nk, dtype=np.float64)
-    a = np.atleast_2d(counts) / np.asarray(n_trajectories, dtype=np.float64)
+    a = (np.atleast_2d(np.asarray(n_accepted_nk, dtype=np.float64))
+         / np.asarray(n_trajectories, dtype=np.float64))
     k = a.shape[1]
     acc = np.full(k, math.nan)
     err = np.full(k, math.nan)

@@ -430,8 +430,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         mx.diagnostics["ess_bulk"], ck.iteration - start, ck.iteration,
         ck.counters.get("elapsed_s"))]
     out["restarts"] = int(mx.passages.restarts.sum())
-    ideal = ideal_for_run(mx.swaps.rejection, int((its <= ck.iteration).sum()) - start,
-                          cfg.get("ladder", {}))
+    n_kept = int((its <= ck.iteration).sum()) - start
+    ideal = ideal_for_run(mx.swaps.rejection, n_kept, cfg.get("ladder", {}))
     out["ideal_passages"] = None if ideal is None else ideal.to_dict()
     flow = replica_flow(trimmed["replica_k"][start:]) if (
         k > 1 and "replica_k" in trimmed) else None
@@ -441,7 +441,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     out["hyperparameters"] = hyper_widths(*_build_model(ck.config_toml, None)[:2],
                                           trimmed["hyper_k"][start:]) if (
         "hyper_k" in trimmed and cfg.get("data", {}).get("name", "none") != "none"
-        and int((its <= ck.iteration).sum()) > start) else {}
+        and n_kept > 0) else {}
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)
     out["verdict_reasons"] = list(mx.verdict.reasons)

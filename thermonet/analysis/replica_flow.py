@@ -45,14 +45,6 @@ class ReplicaFlow:
     hot_reach: int
 
     @property
-    def hot_fraction(self) -> np.ndarray:
-        """``from_hot / (from_hot + from_cold)`` per slot (NaN where no labelled replica
-        sat)."""
-        tot = self.from_hot + self.from_cold
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(tot > 0, self.from_hot / np.where(tot > 0, tot, 1.0), np.nan)
-
-    @property
     def crossed(self) -> bool:
         """Whether some replica went from one end to the other."""
         n = self.from_cold.size
