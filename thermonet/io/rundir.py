@@ -20,6 +20,7 @@ from thermonet.errors import CheckpointError, ConfigError, ThermonetError
 from thermonet.io import checkpoint as ckpt
 from thermonet.io import trace
 from thermonet.io.h5 import open_h5
+from thermonet.io.initialisation import INITIALISATION
 
 #: the first line of every config.toml thermonet writes (``ResolvedConfig.to_toml``)
 CONFIG_HEADER = "# Resolved thermonet configuration"
@@ -39,11 +40,12 @@ class Contents:
     checkpoint: bool           #: ``checkpoint.h5`` exists
     config: str                #: ``config.toml``: "none", "thermonet" or "foreign"
     segments: int              #: trace segments
+    partial: bool = False      #: ``initialisation.h5`` exists (an unfinished initialisation)
 
     @property
     def empty(self) -> bool:
         """Nothing of a run."""
-        return not (self.checkpoint or self.segments) and self.config == "none"
+        return not (self.checkpoint or self.segments or self.partial) and self.config == "none"
 
 
 def config_owner(path: Path) -> str:
@@ -62,7 +64,7 @@ def contents(run_dir: Path) -> Contents:
     """What ``run_dir`` holds."""
     run_dir = Path(run_dir)
     return Contents((run_dir / ckpt.CHECKPOINT).exists(), config_owner(run_dir / ckpt.CONFIG),
-                    len(trace.segment_files(run_dir)))
+                    len(trace.segment_files(run_dir)), (run_dir / INITIALISATION).exists())
 
 
 def check_new_run(run_dir: Path, *, overwrite: bool, n_iterations: int) -> None:
@@ -95,16 +97,18 @@ def check_new_run(run_dir: Path, *, overwrite: bool, n_iterations: int) -> None:
                           f"resume {run_dir}`, pass --overwrite to discard it, or choose "
                           "another --out")
     held = ", ".join(([ckpt.CONFIG] if have.config == "thermonet" else [])
+                     + ([INITIALISATION] if have.partial else [])
                      + ([f"{have.segments} trace segment(s)"] if have.segments else []))
+    go_on = f"continue it with `thermonet resume {run_dir}`, " if have.partial else ""
     raise ConfigError(f"{run_dir} holds an unfinished run ({held}, no checkpoint: it was "
                       "interrupted during initialisation); expected an empty or new directory; "
-                      "pass --overwrite to start it again, or choose another --out")
+                      f"{go_on}pass --overwrite to start it again, or choose another --out")
 
 
 def clear(run_dir: Path) -> None:
     """Remove a run's files from ``run_dir`` (after :func:`check_new_run` with overwrite)."""
     run_dir = Path(run_dir)
-    for name in (ckpt.CHECKPOINT, ckpt.CONFIG, ckpt.LOG):
+    for name in (ckpt.CHECKPOINT, ckpt.CONFIG, ckpt.LOG, INITIALISATION):
         (run_dir / name).unlink(missing_ok=True)
     trace.trim(run_dir, -1)
     remove_legacy_temps(run_dir)
@@ -159,6 +163,10 @@ def interrupted_initialisation(run_dir: Path) -> str | None:
     config = run_dir / ckpt.CONFIG
     if (run_dir / ckpt.CHECKPOINT).exists() or config_owner(config) != "thermonet":
         return None
+    if (run_dir / INITIALISATION).exists():
+        return (f"{run_dir} was interrupted during initialisation (no checkpoint yet; the "
+                f"replicas it finished are kept in {INITIALISATION}); continue it with "
+                f"`thermonet resume {run_dir}`")
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(config.stat().st_mtime))
     return (f"{run_dir} was interrupted during initialisation (no checkpoint yet; it started "
             f"at {started} and only the initialisation since then is lost); start it again "

@@ -36,7 +36,8 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from thermonet.io import checkpoint as ckpt
 from thermonet.io import rundir, trace
-from thermonet.io.atomic import check_output_dir, write_text
+from thermonet.io.atomic import write_text
+from thermonet.io.initialisation import remove_partial
 from thermonet.io.lock import DirLock
 from thermonet.runner.compile_notice import warm_kernels
 from thermonet.runner.components import (
@@ -46,12 +47,18 @@ from thermonet.runner.components import (
     blas_choice,
     build,
     data_notes,
-    initial_state,
     restore_streams,
     resume_config,
     stack_slots,
     unstack_slots,
     warm_up_plan,
+)
+from thermonet.runner.initialisation import (
+    claim_new,
+    continued_config,
+    initial_state,
+    interrupted,
+    read_partial,
 )
 from thermonet.runner.progress import FROZEN_WINDOW, RunProgress
 from thermonet.runner.runlog import attach_log, detach_log
@@ -98,21 +105,24 @@ class Run:
 
     @classmethod
     def create(cls, cfg: cfgmod.RunConfig, run_dir: Path, *, overwrite: bool = False,
-               quiet: bool = False) -> Run:
+               quiet: bool = False, partial: Any = None) -> Run:
         """Set up a new run directory, initialise the replicas and write iteration 0.
 
         Everything is checked before anything is written: a directory that holds a run (even
         one interrupted during initialisation) is refused unless ``overwrite``, and a file of a
         run's name that thermonet did not write is refused always. The directory stays locked
         (:class:`~thermonet.io.lock.DirLock`) until :meth:`run` returns or :meth:`close`.
+        ``partial``: the replicas an interrupted initialisation of ``run_dir`` finished
+        (:func:`~thermonet.io.initialisation.read_partial`), kept as they are.
         """
         run_dir = Path(run_dir)
         world = parallel.world(cfg["run"]["executor"])
         parallel.require_same_backend(world)        # before anything is written
-        lock = world.on_root(lambda: _claim_new(run_dir, cfg, overwrite))
+        lock = world.on_root(lambda: DirLock(run_dir).acquire() if partial is not None
+                             else claim_new(run_dir, cfg, overwrite))
         try:
             with interrupt.handling() as stop:
-                return cls._initialise(cfg, run_dir, lock, stop, overwrite, world)
+                return cls._initialise(cfg, run_dir, lock, stop, overwrite, world, partial)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -120,7 +130,8 @@ class Run:
 
     @classmethod
     def _initialise(cls, cfg: cfgmod.RunConfig, run_dir: Path, lock: DirLock | None,
-                    stop: interrupt.StopSignals, overwrite: bool, world: parallel.World) -> Run:
+                    stop: interrupt.StopSignals, overwrite: bool, world: parallel.World,
+                    partial: Any = None) -> Run:
         def start() -> None:
             if overwrite:
                 rundir.clear(run_dir)
@@ -143,14 +154,16 @@ class Run:
                     np.random.default_rng(0)), components.arch.describe())
                 for line in data_notes(components):
                     log.info("%s", line)
-                state = initial_state(components, streams)
+                state = initial_state(components, streams, run_dir=run_dir, world=world,
+                                      partial=partial)
+                t0 -= partial.seconds if partial is not None else 0.0
                 counters: dict[str, Any] = {"init_s": time.monotonic() - t0}
         except interrupt.RunInterrupted as err:
-            raise _init_interrupted(err.signum, run_dir, time.monotonic() - t0) from None
+            raise interrupted(err.signum, run_dir, time.monotonic() - t0) from None
         signum = world.agree(stop.signum)
         if signum is not None:   # a KeyboardInterrupt swallowed inside a library
             raise parallel.mark_collective(
-                _init_interrupted(signum, run_dir, time.monotonic() - t0))
+                interrupted(signum, run_dir, time.monotonic() - t0))
         counters["elapsed_s"] = time.monotonic() - t0
         run = cls(run_dir, components, state, streams, 0, str(uuid.uuid4()), counters)
         run.lock = lock
@@ -158,6 +171,7 @@ class Run:
         # the warm-up runs in run(), checkpointed: from here on nothing done is lost
         run.warmup = None if warm.finished else warm
         run.write_checkpoint()
+        world.on_root(lambda: remove_partial(run_dir))   # the checkpoint holds it all now
         return run
 
     @classmethod
@@ -173,6 +187,10 @@ class Run:
         """
         run_dir = Path(run_dir)
         if not (run_dir / ckpt.CHECKPOINT).exists():
+            partial = read_partial(run_dir)
+            if partial is not None and rundir.config_owner(run_dir / ckpt.CONFIG) == "thermonet":
+                return cls.create(continued_config(run_dir, partial, n_iterations, workers,
+                                                   executor), run_dir, partial=partial)
             message = rundir.interrupted_initialisation(run_dir)
             if message:
                 raise CheckpointError(message)
@@ -193,6 +211,7 @@ class Run:
                 write_text(run_dir / ckpt.CONFIG, run.components.cfg.to_toml())
             trace.trim(run_dir, run.iteration)
             rundir.remove_legacy_temps(run_dir)
+            remove_partial(run_dir)     # left if a kill came right after the first checkpoint
             attach_log(run_dir)
 
         world.on_root(tidy)
@@ -462,31 +481,6 @@ def run(config: str | Path, out: str | Path, *, overrides: dict[str, Any] | None
         return Run.create(cfg, Path(out), overwrite=overwrite).run(progress)
     finally:
         detach_log()
-
-def _claim_new(run_dir: Path, cfg: cfgmod.RunConfig, overwrite: bool) -> DirLock:
-    """Check that ``run_dir`` may hold a new run, create it and take its lock (everything is
-    checked before anything is written)."""
-    check_output_dir(run_dir)
-    if run_dir.is_dir():   # before creating or locking anything in it
-        rundir.check_new_run(run_dir, overwrite=True, n_iterations=0)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = DirLock(run_dir).acquire()
-    try:
-        rundir.check_new_run(run_dir, overwrite=overwrite, n_iterations=cfg["run"]["n_iterations"])
-    except BaseException:
-        lock.release()
-        raise
-    return lock
-
-
-def _init_interrupted(signum: int, run_dir: Path, seconds: float) -> interrupt.RunInterrupted:
-    name = interrupt.signal_name(signum)
-    log.info("interrupted by %s during initialisation after %.1f s", name, seconds)
-    return interrupt.RunInterrupted(
-        signum, f"stopped by {name} during the initialisation of {run_dir} after {seconds:.1f} s "
-        f"(no checkpoint yet; only that work is lost); start it again with `thermonet run "
-        f"{run_dir / ckpt.CONFIG} --out {run_dir} --overwrite`")
-
 
 def _write(path: Path, run_dir: Path, committed: int | None, write: Callable[[], Any]) -> None:
     """Run ``write`` (which writes ``path``), turning an OSError into a one-line error that says

@@ -1,9 +1,10 @@
 """The components of a run, built from a resolved configuration or restored from a checkpoint.
 
 :func:`build` loads the data and constructs the architecture, prior, minimiser and tempering
-engine through the plugin registry; :func:`initial_state` initialises a new run and
-:func:`warm_up_plan` gives its warm-up; :func:`resume_config`, :func:`unstack_slots` and
-:func:`restore_streams` give a resumed run back exactly what its checkpoint saved.
+engine through the plugin registry; :func:`warm_up_plan` gives a new run's warm-up (its
+initialisation is :mod:`thermonet.runner.initialisation`); :func:`resume_config`,
+:func:`unstack_slots` and :func:`restore_streams` give a resumed run back exactly what its
+checkpoint saved.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError
 from thermonet.io import checkpoint as ckpt
 from thermonet.parallel import make_executor
-from thermonet.tempering import Ladder, ReplicaExchange, REState, Streams
+from thermonet.tempering import Ladder, ReplicaExchange, Streams
 from thermonet.tempering.warmup import WarmUp
 
 log = logging.getLogger("thermonet.run")
@@ -186,26 +187,6 @@ def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
     return cfg, extended or bool(renamed)
 
 
-def initial_state(components: Components, streams: Streams) -> REState:
-    """The replicas after the initialisation: minimised (or read from ``[init] params``) and
-    burnt in."""
-    cfg = components.cfg
-    engine = components.engine
-    init = cfg["init"]
-    if init["params"]:
-        from thermonet.params import load_params
-
-        theta = load_params(init["params"], components.arch.n_params,
-                            index=init["params_index"])
-        state = engine.init(theta)
-        slots = tuple(engine.samplers[k].adapt(state.slots[k], streams.slots[k], factor=0.1)
-                      for k in range(engine.n_slots))
-        return REState(slots, state.replica_k)
-    minimiser = components.minimiser if init["minimise"] else None
-    return engine.burn_in(components.arch.initial_draw, streams, minimiser=minimiser,
-                          blocks=tuple(init["burn_in"]))
-
-
 def data_notes(components: Components) -> list[str]:
     """What a run's log should say about its data beyond the name (a user file's
     standardisation constants)."""
@@ -232,5 +213,5 @@ def warm_up_plan(components: Components) -> WarmUp:
 
 
 __all__ = ["EXTENDABLE", "Components", "blas_backend", "blas_choice", "build", "data_notes",
-           "initial_state", "restore_streams", "resume_config", "stack_slots", "unstack_slots",
+           "restore_streams", "resume_config", "stack_slots", "unstack_slots",
            "warm_up_plan"]

@@ -24,7 +24,7 @@ Baldock & Marzari, arXiv:1904.04154, Alg. 2, Sec. 3.3.2 (initialisation) and Tab
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -232,7 +232,9 @@ class ReplicaExchange:
         return REState(slots, np.arange(self.n_slots, dtype=np.int64))
 
     def burn_in(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
-                minimiser: Any = None, blocks: Sequence[int] = (20, 80)) -> REState:
+                minimiser: Any = None, blocks: Sequence[int] = (20, 80),
+                done: Mapping[int, Any] | None = None, group: int = 0,
+                save: Callable[[dict[int, Any]], None] | None = None) -> REState:
         """Initialise every slot as the paper does (Sec. 3.3.2).
 
         Per slot:
@@ -245,6 +247,12 @@ class ReplicaExchange:
 
         Finally every slot's dt is adapted once more (factor 0.1), as the paper's code does.
         Slots run in parallel on the executor; the result does not depend on it.
+
+        To make the initialisation resumable, slots may run in groups of ``group`` (0: all at
+        once); after each group but the last, ``save`` receives every finished slot's state by
+        index (the slots' streams then hold their states after the initialisation). ``done``:
+        slots already finished (their streams set by the caller), which are not run again.
+        Neither changes the result: each slot draws only from its own stream.
         """
         n = self.potential.n_params
         rngs = _slot_streams(streams, self.n_slots)
@@ -266,7 +274,15 @@ class ReplicaExchange:
                     state, _ = sampler.step(state, rng)
             return sampler.adapt(state, rng, factor=0.1)
 
-        slots = tuple(self._map_slots(run, rngs))
+        finished = dict(done or {})
+        todo = [k for k in range(self.n_slots) if k not in finished]
+        size = group if group > 0 else max(len(todo), 1)
+        for start in range(0, len(todo), size):
+            part = todo[start:start + size]
+            finished.update(zip(part, self._map_slots(run, rngs, part), strict=True))
+            if save is not None and len(finished) < self.n_slots:
+                save(finished)
+        slots = tuple(finished[k] for k in range(self.n_slots))
         return REState(slots, np.arange(self.n_slots, dtype=np.int64))
 
     def initialise(self, draw: Callable[[np.random.Generator], Any], streams: Streams, *,
@@ -366,17 +382,18 @@ class ReplicaExchange:
                       for k, s in enumerate(state.slots))
         return state._replace(slots=slots)
 
-    def _map_slots(self, fn: Callable[[int], Any], rngs: Sequence[np.random.Generator]
-                   ) -> list[Any]:
-        """``[fn(k) for every slot k]`` on the executor, where ``fn(k)`` draws only from
-        ``rngs[k]``. Each stream's state travels back with its slot's result and is set here,
-        so after the call this process holds every advanced stream even if another process
-        ran the slot (a no-op for threads)."""
+    def _map_slots(self, fn: Callable[[int], Any], rngs: Sequence[np.random.Generator],
+                   ks: Sequence[int] | None = None) -> list[Any]:
+        """``[fn(k) for k in ks]`` (default: every slot) on the executor, where ``fn(k)`` draws
+        only from ``rngs[k]``. Each stream's state travels back with its slot's result and is
+        set here, so after the call this process holds every advanced stream even if another
+        process ran the slot (a no-op for threads)."""
         def run(k: int) -> tuple[Any, Any]:
             return fn(k), rngs[k].bit_generator.state
 
-        out = self.executor.map(run, range(self.n_slots))
-        for k, (_, stream) in enumerate(out):
+        ks = range(self.n_slots) if ks is None else ks
+        out = self.executor.map(run, ks)
+        for k, (_, stream) in zip(ks, out, strict=True):
             rngs[k].bit_generator.state = stream
         return [result for result, _ in out]
 
