@@ -144,6 +144,9 @@ def test_a_stop_request_during_initialisation_says_how_to_continue(
     res = _invoke("-q", "run", ten, "--out", out)
     assert res.exit_code != 0 and "initialisation.h5" in res.output
     assert f"continue it with `thermonet resume {out}`" in res.output
+    res = _invoke("info", out)
+    assert res.exit_code != 0 and "was interrupted during initialisation" in res.output
+    assert f"continue it with `thermonet resume {out}`" in res.output
     monkeypatch.setattr(runinit, "save_partial", initfile.write_partial)
     res = _invoke("-q", "resume", out)
     assert res.exit_code == 0, res.output

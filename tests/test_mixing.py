@@ -342,6 +342,17 @@ def test_assess_matches_its_parts(tiny_runs):
                                and not m.acceptance.frozen.any())
 
 
+def test_a_run_without_production_iterations_is_not_called_mixed(tiny_runs):
+    empty = assess({"iteration": np.zeros(0, np.int64)}, [0.5, 1.0, np.inf], n_trajectories=1,
+                   start=0)
+    assert not empty.verdict.mixed and str(empty.verdict) == (
+        "not mixed: no production iterations yet")
+    tr = read_trace(tiny_runs["a"])
+    rows = len(tr["iteration"])
+    all_discarded = assess(tr, [0.5, 2 ** 0.5, 4.0], n_trajectories=1, start=rows)
+    assert str(all_discarded.verdict) == "not mixed: no production iterations kept"
+
+
 def test_ess_per_hour_is_the_ess_over_the_used_iterations_share_of_the_time(tmp_path):
     from thermonet.analysis.pipeline import ess_per_hour, summarise
     from thermonet.io.checkpoint import read_checkpoint

@@ -447,10 +447,13 @@ def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, 
     energy = np.asarray(trace["energy_k"], dtype=np.float64)[sl] if rows else np.zeros((0, k))
     diag = chain_diagnostics(energy[None])
     multi = k > 1 and rows > 0
+    if rows <= start:     # a run still in its warm-up, or stopped right after it
+        return Mixing(passages, swaps, acc, diag, Verdict(False, [
+            f"no production iterations {'kept ' if rows else 'yet'}".strip()]))
     v = verdict(temps, restarts=int(passages.restarts.sum()) if multi else None,
                 round_trips=int(passages.round_trips.sum()) if multi else None,
-                elapsed_s=elapsed_s, acceptance=acc if rows > start else None,
-                rhat=diag["rhat"], ess_bulk=diag["ess_bulk"], swaps=swaps, rhat_decides=False)
+                elapsed_s=elapsed_s, acceptance=acc, rhat=diag["rhat"],
+                ess_bulk=diag["ess_bulk"], swaps=swaps, rhat_decides=False)
     return Mixing(passages, swaps, acc, diag, v)
 
 

@@ -198,7 +198,10 @@ def read_checkpoint(path: str | Path, *, check_trace: bool = True) -> Checkpoint
     if path.is_dir():
         path = path / CHECKPOINT
     if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}; is this a thermonet run directory "
+        from thermonet.io.rundir import interrupted_initialisation  # it reads checkpoints
+
+        raise CheckpointError(interrupted_initialisation(path.parent)
+                              or f"no checkpoint at {path}; is this a thermonet run directory "
                               "(made by `thermonet run`)?")
     hint = recovery(path.parent)
     with open_h5(path, CHECKPOINT_FORMAT, READABLE_VERSIONS, what="thermonet checkpoint",
