@@ -1,9 +1,9 @@
 #!/usr/bin/env python
-"""Speed of one HMC trajectory of the robot-arm regression network, three ways.
+"""Speed of one HMC trajectory of the robot-arm regression network, several ways.
 
 Usage::
 
-    python benchmarks/bench_regression.py             # 7 rounds, ~1 min
+    python benchmarks/bench_regression.py             # 7 rounds, ~1-2 min
     python benchmarks/bench_regression.py --rounds 3 --leapfrog 100
 
 The network and data are those of ``sample_runs/robot_arm.toml``: 2-16-2 tanh network, linear
@@ -22,20 +22,23 @@ that every trajectory stays finite. Compared, in one process and interleaved rou
   ``jax_enable_x64``; XLA's CPU thread pool off, one intra-op thread);
 * ``torch``: the same leapfrog as a Python loop over PyTorch float64 tensors, the gradient
   from autograd at every step (``torch.set_num_threads(1)``);
-* ``scale (L calls)``: the same network in Neal's scale-factor parameterisation
-  (``parameterisation = "scale"``, docs/regression.md), whose trajectory is the Python-driven
-  default around the compiled gradient.
+* ``scale (compiled)``: the same network in Neal's scale-factor parameterisation
+  (``parameterisation = "scale"``, docs/regression.md): ``ScaleFactorPotential.trajectory``,
+  the whole trajectory in one compiled call (what ``hmc-gibbs`` runs);
+* ``scale (L calls)``: the same, driven by the :class:`~thermonet.api.Potential` default: one
+  NumPy map and chain rule around the compiled gradient per step.
 
 JAX and PyTorch are optional: each is skipped, with the reason printed, when it does not
 import (neither is a thermonet dependency; docs/performance.md says how to install them in a
-separate environment). All but the last start from the same state and must end at the same
-energy (checked, to 1e-9 relative), so their ratios compare equal work; the last moves 3 more
-coordinates. One thread: the process is pinned to one CPU (``--no-pin`` turns this off) and
-BLAS capped at 1. Prints, per implementation, the best and the
-median trajectories per second over the rounds, the ratios of the compiled kernel to the
-others, the largest process CPU time per wall time of its loops (above 1 would mean a second
-thread did work), and the ratio to the fastest alternative (NumPy, JAX, PyTorch), with the
-CPU model, flags and versions.
+separate environment). All but the last two start from the same state and must end at the
+same energy (checked, to 1e-9 relative), so their ratios compare equal work; the last two move
+3 more coordinates, from their own common state, and must end at the same energy as each
+other. One thread: the process is pinned to one CPU (``--no-pin`` turns this off) and BLAS
+capped at 1. Prints, per implementation, the best and the median trajectories per second over
+the rounds, the ratios of the compiled kernel to the others, the largest process CPU time per
+wall time of its loops (above 1 would mean a second thread did work), the ratio to the fastest
+alternative (NumPy, JAX, PyTorch) and that of the scale-factor kernel to its Python loop, with
+the CPU model, flags and versions.
 """
 
 from __future__ import annotations
@@ -215,6 +218,11 @@ def main() -> None:
         q, p, g = q0.copy(), pq0.copy(), gq0.copy()
         return pot_s.trajectory(q, p, g, ones_s, dt, L, lf.WALL_NONE, hw_s, 1e30)[0]
 
+    def scaled_l_calls():
+        q, p, g = q0.copy(), pq0.copy(), gq0.copy()
+        return Potential.trajectory(pot_s, q, p, g, ones_s, dt, L, lf.WALL_NONE, hw_s,
+                                    1e30)[0]
+
     impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref}
     for name, make in (("jax", jax_trajectory), ("torch", torch_trajectory)):
         run = make(pot.x, pot.y, pot.tau, prec, dt, L, 16)
@@ -222,9 +230,12 @@ def main() -> None:
             print(f"{name}: skipped: {run}")
         else:
             impls[name] = (lambda r: lambda: r(theta0, p0) + pot.const)(run)
-    impls["scale (L calls)"] = scaled
+    impls["scale (compiled)"] = scaled
+    impls["scale (L calls)"] = scaled_l_calls
     ends = {k: f() for k, f in impls.items()}         # also the warm-up (compiles)
-    ends.pop("scale (L calls)")
+    e_sc, e_sl = ends.pop("scale (compiled)"), ends.pop("scale (L calls)")
+    if not abs(e_sc - e_sl) <= 1e-9 * abs(e_sl):
+        sys.exit(f"scale (compiled) ends at E = {e_sc!r}, its Python loop at {e_sl!r}")
     ref = ends["numpy"]
     for k, e in ends.items():
         if not abs(e - ref) <= 1e-9 * abs(ref):
@@ -265,6 +276,11 @@ def main() -> None:
         ratio = "" if k == "compiled" else f"{best_c / best:.1f}x, {med_c / med:.1f}x"
         print(f"{k:<16} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36} "
               f"{max(cpu_per_wall[k]):>9.2f}")
+    sc, sl = rates["scale (compiled)"], rates["scale (L calls)"]
+    print(f"scale factors: compiled / Python loop: {max(sc) / max(sl):.2f}x best, "
+          f"{statistics.median(sc) / statistics.median(sl):.2f}x median; direct compiled / "
+          f"scale compiled: {best_c / max(sc):.2f}x best, "
+          f"{med_c / statistics.median(sc):.2f}x median")
     alts = [k for k in ("numpy", "jax", "torch") if k in rates]
     fast_b = max(alts, key=lambda k: max(rates[k]))
     fast_m = max(alts, key=lambda k: statistics.median(rates[k]))

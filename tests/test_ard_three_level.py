@@ -124,10 +124,12 @@ def test_three_levels_need_ard_and_a_hierarchy():
 @pytest.mark.parametrize("extra", [
     {"architecture.ard": True, "architecture.ard_levels": 3},
     {"architecture.parameterisation": "scale"},
-], ids=["ard3", "scale"])
+    {"architecture.ard": True, "architecture.ard_levels": 3,
+     "architecture.parameterisation": "scale"},
+], ids=["ard3", "scale", "scale-ard3"])
 def test_runs_resume_bit_for_bit(tmp_path, extra):
-    """A run with the top level (or the scale factors) in its state resumes bit for bit,
-    and the top level moved (its slice update ran)."""
+    """A run with the top level (or the scale factors, or both) in its state resumes bit for
+    bit, and the top level moved (its slice update ran)."""
     from tests.test_regression_runner import ARM, _assert_same, _tree
     from thermonet import checkpoint as ckpt
     from thermonet import config as cfgmod
@@ -143,7 +145,10 @@ def test_runs_resume_bit_for_bit(tmp_path, extra):
     detach_log()
     _assert_same(_tree(straight), _tree(half))
     hyper = ckpt.read_checkpoint(straight).slots["hyper"]
-    if "architecture.ard_levels" in extra:
+    if "architecture.parameterisation" in extra and "architecture.ard_levels" in extra:
+        assert hyper.shape == (2, 2)                  # the noise and the top level
+        assert not np.allclose(hyper[:, -1], 1.0)
+    elif "architecture.ard_levels" in extra:
         assert hyper.shape == (2, 2 + 2 + 1 + 1)     # 2 inputs, bias, output, noise, top
         assert not np.allclose(hyper[:, -1], 1.0)
     else:

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from thermonet.architectures.regression import RegressionMLP
 from thermonet.errors import ConfigError
@@ -59,10 +60,55 @@ def test_energy_is_the_direct_posterior_in_new_coordinates(rng, t):
         assert e1 == pytest.approx(e2 - const, rel=1e-10, abs=1e-9)
 
 
-def test_gradient_against_finite_differences(rng):
-    arch = RegressionMLP(2, [4], 2, parameterisation="scale", hidden_activation="logistic")
+@pytest.mark.parametrize("t", [1.0, 2.5])
+def test_three_level_energy_is_the_direct_posterior_in_new_coordinates(rng, t):
+    """ARD with Rasmussen's third level: the per-input log precisions are coordinates, with
+    Gamma(ard_shape/2, rate ard_shape/(2 mu)) priors at the top level's mean mu. Energy
+    differences between points against the direct model's energy plus SciPy's Gamma log
+    densities and the Jacobian, at two values of mu."""
+    x, y = rng.normal(size=(7, 3)), rng.normal(size=(7, 1))
+    kw = dict(noise_std=0.3, ard=True, ard_levels=3, ard_shape=1.5, hyper_shape=3.0,
+              hyper_width=0.5)
+    arch = RegressionMLP(3, [2], 1, parameterisation="scale", **kw)
+    direct = RegressionMLP(3, [2], 1, **kw).potential(x=x, y=y)
+    pot = arch.potential(x=x, y=y)
+    groups = arch.scale_groups()
+    nw = arch.n_params - len(groups)
+    assert [name for name, _, _ in groups][:3] == [f"layer1.weight.in{i}" for i in range(3)]
+    for mu in (0.3, 40.0):
+        pot.set_hyperparameters([mu], t)
+
+        def reference(q):
+            v, u = q[:nw], q[nw:]
+            w = v.copy()
+            log_jac = float(np.sum(u))                  # d prec/du = e^u
+            for g, (_, idx, scale) in enumerate(groups):
+                w[idx] = v[idx] / math.sqrt(scale * math.exp(u[g]))
+                log_jac -= 0.5 * idx.size * math.log(scale * math.exp(u[g]))
+            # the direct energy: -ln p(D|w) + T sum prec_i w_i^2/2 at prec = e^u
+            direct.set_hyperparameters(np.r_[np.exp(u), mu], t)
+            e = direct.energy(w)
+            log_norm = 0.5 * sum(idx.size * math.log(scale * math.exp(u[g]))
+                                 for g, (_, idx, scale) in enumerate(groups))
+            shape = [0.75] * 3 + [1.5] * 2              # Neal's shape / 2
+            rate = [0.75 / mu] * 3 + [1.5 / 4.0] * 2    # mean 1/0.5^2 = 4 off the top level
+            log_h = sum(stats.gamma.logpdf(math.exp(u[g]), shape[g], scale=1 / rate[g])
+                        for g in range(len(groups)))
+            return e - t * (log_norm + log_h + log_jac)
+
+        qs = [rng.normal(size=arch.n_params) for _ in range(4)]
+        for q in qs[1:]:
+            assert pot.energy(q) - pot.energy(qs[0]) == pytest.approx(
+                reference(q) - reference(qs[0]), rel=1e-10, abs=1e-9)
+
+
+@pytest.mark.parametrize("ard_levels", [None, 3])
+def test_gradient_against_finite_differences(rng, ard_levels):
+    kw = {} if ard_levels is None else {"ard": True, "ard_levels": ard_levels}
+    arch = RegressionMLP(2, [4], 2, parameterisation="scale", hidden_activation="logistic",
+                         **kw)
     pot = arch.potential(x=rng.normal(size=(9, 2)), y=rng.normal(size=(9, 2)))
-    pot.set_hyperparameters([3.0], 1.7)
+    pot.set_hyperparameters([3.0] if ard_levels is None else [3.0, 0.4], 1.7)
     q = rng.normal(size=arch.n_params)
     e, g = pot.energy_and_grad(q)
     assert e == pytest.approx(pot.energy(q), rel=1e-13)
@@ -83,28 +129,32 @@ def test_overflowing_scale_is_a_rejected_energy_not_a_crash():
 
 
 def test_scale_needs_the_two_level_hierarchy():
-    with pytest.raises(ConfigError, match="needs hierarchical"):
+    with pytest.raises(ConfigError, match="hierarchical = false; expected hierarchical = true"):
         RegressionMLP(2, [3], 1, parameterisation="scale", hierarchical=False)
     with pytest.raises(ConfigError, match="expected one of"):
         RegressionMLP(2, [3], 1, parameterisation="scales")
 
 
-def chain(arch, n, seed):
-    pot = arch.potential(x=X, y=Y)
+def chain(arch, n, seed, x=X, y=Y):
+    """Predictive means at two inputs, every group's log precision, the three-level mean's
+    log (if any) and S(w), per transition after a tenth discarded."""
+    pot = arch.potential(x=x, y=y)
     s = GibbsHMC(pot, step_size=0.05, n_leapfrog=15, step_size_jitter=0.5,
                  adapt_method="fixed")
     rng = np.random.default_rng(seed)
     state = s.init(arch.initial_draw(rng))
-    xs = np.array([[-1.0], [0.5]])
+    xs = np.array([[-1.0, 0.3], [0.5, -0.8]])[:, :x.shape[1]]
+    n_g = len(arch.scale_groups())
     rows = []
     for _ in range(n):
         state, _ = s.step(state, rng)
         if arch.scaled:
-            logp = state.theta[-3:]
+            logp = state.theta[-n_g:]
         else:
-            logp = np.log(state.hyper[:3])
+            logp = np.log(state.hyper[:n_g])
+        top = [math.log(state.hyper[-1])] if arch.top is not None else []
         f = arch.predict(state.theta, xs)[:, 0]
-        rows.append([*f, *logp, s.potential.half_sse(state.theta)])
+        rows.append([*f, *logp, *top, s.potential.half_sse(state.theta)])
     return np.array(rows[n // 10:])
 
 
@@ -125,3 +175,39 @@ def test_same_posterior_as_the_direct_parameterisation():
     z = np.abs(m1 - m2) / np.sqrt(se1 ** 2 + se2 ** 2)
     assert np.all(z < 4.5), (m1, m2, z)
     assert np.all(np.isfinite(se1)) and np.all(se1 > 0)
+
+
+def test_three_level_top_mean_is_slice_sampled_from_the_scale_factors():
+    """The sampler's Gibbs step for the top level's mean uses the members' precisions
+    e^u from the state's coordinates: one slice update of top_conditional at those."""
+    from thermonet.api.hyper import slice_top, top_conditional
+
+    arch = RegressionMLP(3, [2], 1, noise_std=0.3, ard=True, ard_levels=3,
+                         parameterisation="scale")
+    s = GibbsHMC(arch.potential(x=np.zeros((4, 3)), y=np.zeros((4, 1))))
+    (top,) = s.hyper_model.tops
+    q = np.zeros(arch.n_params)
+    nw = arch.n_params - len(arch.scale_groups())
+    q[nw:] = [-1.0, 0.5, 2.0, 7.0, -3.0]        # three inputs, the biases, the outputs
+    assert top.log_index == (nw, nw + 1, nw + 2)
+    rng1, rng2 = np.random.default_rng(4), np.random.default_rng(4)
+    got = s.gibbs(q, np.array([2.5]), rng1)
+    c, b, d = top_conditional(top, np.exp([-1.0, 0.5, 2.0]))
+    assert got[0] == math.exp(slice_top(c, b, d, math.log(2.5), rng2))
+
+
+def test_three_level_same_posterior_as_the_direct_parameterisation():
+    """ARD with the third level on a 2-2-1 net: predictive means, the four log precisions,
+    the top level's log mean and S(w) agree between the scale-factor chain (HMC on the
+    weights and the per-input log precisions, slice updates of the mean) and the direct
+    chain (Gibbs on every precision) within 4.5 combined batch-means standard errors."""
+    x = np.column_stack([X[:, 0], np.cos(2.0 * X[:, 0])])
+    kw = dict(noise_std=0.1, hyper_width=1.0, hyper_shape=6.0, ard=True, ard_levels=3,
+              ard_shape=6.0, ard_top_shape=6.0)
+    direct = chain(RegressionMLP(2, [2], 1, **kw), 12000, 1, x=x)
+    scaled = chain(RegressionMLP(2, [2], 1, parameterisation="scale", **kw), 12000, 2, x=x)
+    m1, se1 = batch_means(direct)
+    m2, se2 = batch_means(scaled)
+    z = np.abs(m1 - m2) / np.sqrt(se1 ** 2 + se2 ** 2)
+    assert np.all(z < 4.5), (m1, m2, z)
+    assert np.all(np.isfinite(se1)) and np.all(se1 > 0) and np.all(se2 > 0)

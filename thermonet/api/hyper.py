@@ -94,12 +94,24 @@ class TopLevel:
     """A third level (Rasmussen 1996, Sec. 2.1): the precisions of the groups ``members``
     have Gamma priors of Neal's shape ``unit_shape`` whose common *mean* is itself a
     hyperparameter, with the Gamma prior ``prior`` (ARD: one group per input unit, one
-    common mean over the inputs)."""
+    common mean over the inputs).
+
+    ``log_index``, if not empty, gives the coordinates of the *parameter vector* that hold the
+    members' log precisions (Neal 1993's scale factors move them by HMC); otherwise the
+    members' precisions are entries ``members`` of the hyperparameter vector."""
 
     name: str
     members: tuple[int, ...]
     prior: GammaPrior
     unit_shape: float
+    log_index: tuple[int, ...] = ()
+
+    def member_precisions(self, theta: FloatArray, hyper: FloatArray) -> FloatArray:
+        """The members' current precisions, from ``theta`` or from ``hyper``."""
+        if self.log_index:
+            with np.errstate(over="ignore"):
+                return np.exp(np.asarray(theta)[list(self.log_index)])
+        return np.asarray(hyper)[list(self.members)]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -235,6 +236,8 @@ class RegressionMLP(Architecture):
         hyperparameters (Gibbs-sampled by ``hmc-gibbs``). "scale": Neal (1993)'s scale
         factors: the parameters are unit-variance weights then one log precision per group,
         all moved by HMC (:mod:`thermonet.architectures.scale_factors`); same posterior.
+        Needs ``hierarchical``; with ``ard_levels`` = 3 the top level's mean stays a
+        hyperparameter.
     weight_std : float
         Initial (or, without hierarchy, fixed) prior width of every group (1: Rasmussen's
         initial phase, Sec. 2.3).
@@ -290,10 +293,11 @@ class RegressionMLP(Architecture):
         if parameterisation not in PARAMETERISATIONS:
             raise ConfigError(f"architecture.parameterisation = {parameterisation!r}; expected "
                               f"one of {PARAMETERISATIONS}")
-        if parameterisation == "scale" and not (self.hierarchical and self.top is None):
-            raise ConfigError("architecture.parameterisation = 'scale' needs hierarchical = "
-                              "true and ard_levels = 2 (the scale factors replace the groups' "
-                              "Gibbs-sampled precisions)")
+        if parameterisation == "scale" and not self.hierarchical:
+            raise ConfigError("architecture.parameterisation = 'scale' with hierarchical = "
+                              "false; expected hierarchical = true (the scale factors are "
+                              "the groups' precisions): set hierarchical = true or "
+                              "parameterisation = 'direct'")
         self.parameterisation = parameterisation
         self.scaled = parameterisation == "scale"
         #: the same network in the direct parameterisation (the scaled one evaluates it)
@@ -337,7 +341,11 @@ class RegressionMLP(Architecture):
         groups = tuple(HyperGroup(name, idx, self.hyperprior, scale)
                        for name, idx, scale in self._groups) if (
             self.hierarchical and not self.scaled) else ()
-        tops = (self.top,) if self.top is not None else ()
+        tops: tuple[TopLevel, ...] = ()
+        if self.top is not None:
+            # scaled: the members' log precisions are the coordinates after the weights
+            tops = (replace(self.top, log_index=tuple(
+                self._n_params + g for g in self.top.members)) if self.scaled else self.top,)
         return HyperModel(groups, self.noise_prior, int(n_residuals), tops)
 
     def initial_hyper(self) -> FloatArray:

@@ -22,8 +22,18 @@ Gibbs-sampled hyperparameter). Gradient:
     dE/dv_i = f_i dL/dw_i + T pv_i v_i,   f_i = dw_i/dv_i,
     dE/du_g = -1/2 sum_{i in g} w_i dL/dw_i + T (b e^{u_g} - a).
 
-The trajectory runs through the :class:`~thermonet.api.Potential` default (one compiled
-gradient call of the direct network per leapfrog step).
+Three-level ARD (Rasmussen 1996, Sec. 2.1): the per-input precisions are then Gamma with
+Neal's shape ``ard_shape`` and a common mean m, so their terms have ``a = ard_shape/2`` and
+``b = ard_shape/(2 m)``. The mean m stays a hyperparameter: the sampler slice-samples it
+given the members' precisions ``e^{u_g}`` (:func:`thermonet.api.hyper.top_conditional`; the
+Jacobian ``e^u`` does not involve m, so the conditional is that of the direct model), and
+:meth:`ScaleFactorPotential.set_hyperparameters` puts the new ``b`` into the energy.
+
+:meth:`ScaleFactorPotential.energy_and_grad` evaluates the map and the chain rule in NumPy
+around the direct network's compiled gradient; :meth:`ScaleFactorPotential.trajectory` runs
+the whole leapfrog trajectory in one compiled call
+(:mod:`thermonet.kernels.mlp_regression_scale`), which the tests check against the NumPy
+gradient driven step by step.
 """
 
 from __future__ import annotations
@@ -34,7 +44,10 @@ from typing import Any
 import numpy as np
 
 from thermonet.api import Potential, as_theta
-from thermonet.api.hyper import HyperModel
+from thermonet.api.hyper import GammaPrior, HyperModel
+from thermonet.errors import ConfigError
+from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_regression_scale as ks
 from thermonet.types import FloatArray
 
 
@@ -62,15 +75,32 @@ class ScaleFactorPotential(Potential):
         self.n_weights = int(inner.n_params)
         self.n_params = self.n_weights + len(groups)
         self.group_index = [idx for _, idx, _ in groups]
-        self.group_scale = np.array([s for _, _, s in groups])
-        self.a = arch.hyperprior.gamma_shape
-        self.b = arch.hyperprior.gamma_rate
+        self.group_scale = np.array([s for _, _, s in groups], dtype=np.float64)
+        #: group of each weight, -1 outside every group (the compiled trajectory's map)
+        self.group_of = np.full(self.n_weights, -1, dtype=np.int64)
+        for g, idx in enumerate(self.group_index):
+            self.group_of[idx] = g
+        #: Gamma shape and rate of each group's precision (set_hyperparameters updates those
+        #: under a three-level prior)
+        self.a = np.full(len(groups), arch.hyperprior.gamma_shape)
+        self.b = np.full(len(groups), arch.hyperprior.gamma_rate)
         self.v_prec = np.ones(self.n_weights)
         self.v_prec[arch.output_bias_index] = 1.0 / arch.output_bias_std ** 2
         self.x, self.y = inner.x, inner.y
         self.n_data, self.n_residuals = inner.n_data, inner.n_residuals
         self.temperature = 1.0
         self._grad_w = np.empty(self.n_weights)
+        # scratch of the compiled trajectory
+        self._work = np.empty(int(k.work_size(arch.widths, inner.block)))
+        self._partial = np.empty(self.n_weights)
+        self._w = np.empty(self.n_weights)
+        self._gw = np.empty(self.n_weights)
+        self._f = np.empty(len(groups))
+        top = arch.top
+        self._top_members = list(top.members) if top is not None else []
+        self._top_shape = top.unit_shape if top is not None else 0.0
+        if top is not None:
+            self.set_top_mean(1.0 / arch.weight_std ** 2)
 
     # -- the map q -> w ----------------------------------------------------------------------
 
@@ -83,22 +113,34 @@ class ScaleFactorPotential(Potential):
         q = as_theta(q, self.n_params, finite=False)
         return np.ascontiguousarray(q[:self.n_weights] * self.factors(q[self.n_weights:]))
 
-    # -- hyperparameters: only the noise precision (the group precisions are in q) ----------
+    # -- hyperparameters: the noise precision and a three-level prior's top mean -------------
 
     def hyper_model(self) -> HyperModel:
-        return HyperModel((), self.arch.noise_prior, self.n_residuals)
+        """No groups (their precisions are in q): the noise precision if unknown, then the
+        three-level prior's mean, whose members' log precisions are coordinates of q."""
+        return self.arch.hyper_model(self.n_residuals)
+
+    def set_top_mean(self, mean: float) -> None:
+        """The three-level prior's mean precision: its members' Gamma rates."""
+        prior = GammaPrior(1.0 / math.sqrt(mean), self._top_shape)
+        self.a[self._top_members] = prior.gamma_shape
+        self.b[self._top_members] = prior.gamma_rate
 
     def set_hyperparameters(self, hyper: Any, scale: float) -> None:
-        """The noise precision (if unknown) and the temperature T of the prior term."""
+        """The noise precision (if unknown), the top level's mean (three-level ARD) and the
+        temperature T of the prior term."""
         h = np.asarray(hyper, dtype=np.float64)
-        tau = float(h[0]) if self.arch.noise_prior is not None else \
-            1.0 / float(self.arch.noise_std) ** 2
-        if not (math.isfinite(tau) and tau > 0):
-            from thermonet.errors import ConfigError
-
-            raise ConfigError(f"noise precision {tau!r}; expected a positive finite number")
+        unknown = self.arch.noise_prior is not None
+        want = int(unknown) + (self.arch.top is not None)
+        if h.shape != (want,) or not np.all(np.isfinite(h)) or np.any(h <= 0):
+            raise ConfigError(f"hyperparameters {h!r}; expected {want} positive finite "
+                              "precisions (the noise precision if unknown, then the "
+                              "three-level prior's mean)")
+        tau = float(h[0]) if unknown else 1.0 / float(self.arch.noise_std) ** 2
         self.inner.tau = tau
         self.inner.const = 0.5 * self.n_residuals * math.log(2.0 * math.pi / tau)
+        if self.arch.top is not None:
+            self.set_top_mean(float(h[-1]))
         self.temperature = float(scale)
 
     def half_sse(self, q: FloatArray) -> float:
@@ -135,12 +177,26 @@ class ScaleFactorPotential(Potential):
             grad_out[:self.n_weights] = f * gw + t * self.v_prec * v
             for g, idx in enumerate(self.group_index):
                 grad_out[self.n_weights + g] = (-0.5 * float(np.dot(w[idx], gw[idx]))
-                                                + t * (self.b * np.exp(u[g]) - self.a))
+                                                + t * (self.b[g] * np.exp(u[g]) - self.a[g]))
         return float(nll) + t * self._prior(v, u), grad_out
+
+    def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                   inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                   half_width: FloatArray, runaway: float,
+                   precision: str = "float64") -> tuple[float, int, int, int]:
+        """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
+        inner = self.inner
+        e, n, status, n_ref = ks.trajectory(
+            theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+            self.n_weights, self.group_of, self.group_scale, self.v_prec, self.a, self.b,
+            self.temperature, self.arch.widths, self.arch.act, self.x, self.y, inner.block,
+            self._work, self._partial, self._w, self._gw, self._f, inner.tau, inner.const)
+        return float(e), int(n), int(status), int(n_ref)
 
     def copy(self) -> ScaleFactorPotential:
         out = ScaleFactorPotential(self.arch, self.inner.copy())
         out.inner.tau, out.inner.const = self.inner.tau, self.inner.const
+        out.a[:], out.b[:] = self.a, self.b
         out.temperature = self.temperature
         return out
 

@@ -201,7 +201,7 @@ class GibbsHMC(HMC):
             out[len(hm.groups)] = draw_gamma(a, b, rng)
         for j, top in enumerate(hm.tops):
             i = hm.top_offset + j
-            c, b, d = top_conditional(top, out[list(top.members)])
+            c, b, d = top_conditional(top, top.member_precisions(theta, out))
             out[i] = math.exp(slice_top(c, b, d, math.log(out[i]), rng))
         return out
 
