@@ -225,10 +225,14 @@ def test_bad_settings_are_refused_in_one_line():
                  lambda: reestimate(pot, np.zeros(pot.n_params), [1.0, -1.0, 1.0]),
                  lambda: reestimate(pot, np.zeros(pot.n_params), max_iter=0),
                  lambda: log_symmetry_factor([3], "relu"),
-                 lambda: mackay_evidence(RegressionMLP(hierarchical=False), None)):
+                 lambda: mackay_evidence(RegressionMLP(hierarchical=False), None),
+                 lambda: mackay_evidence(RegressionMLP(hierarchical=True,
+                                                       parameterisation="scale"), None)):
         with pytest.raises(ConfigError) as err:
             call()
         assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="use parameterisation = \"direct\""):
+        mackay_evidence(RegressionMLP(hierarchical=True, parameterisation="scale"), None)
 
 
 def test_parse_hidden_and_the_command(tmp_path):

@@ -445,6 +445,10 @@ def mackay_evidence(arch: Any, data: Any, *, seed: int = 0, init_std: float = 0.
     if not getattr(arch, "hierarchical", False):
         raise ConfigError("MacKay's framework re-estimates one precision per weight group; "
                           "build the architecture with hierarchical = true")
+    if getattr(arch, "parameterisation", "direct") != "direct":
+        raise ConfigError(f"parameterisation = {arch.parameterisation!r}: MacKay's framework "
+                          "re-estimates the group precisions, which the scale-factor "
+                          "coordinates hold in the state; use parameterisation = \"direct\"")
     if getattr(arch, "ard_levels", 2) != 2:
         raise ConfigError("MacKay's framework re-estimates the per-input precisions directly; "
                           "use ard_levels = 2 (Rasmussen's third level is for sampling)")
