@@ -76,7 +76,9 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.curvature import hessian, resolve_method
+from thermonet.evidence.curvature import resolve_method
+from thermonet.evidence.factorised import Factorised
+from thermonet.evidence.mackay_level1 import level1
 from thermonet.types import FloatArray, IntArray
 
 __all__ = ["MacKayResult", "evaluate_at", "jacobian", "log_symmetry_factor",
@@ -103,12 +105,13 @@ class MacKayResult:
     log_occam_w: float
     log_occam_hyper: float
     log_symmetry: float
-    eigenvalues: FloatArray      # of A, ascending
-    eigenvectors: FloatArray
+    eigenvalues: FloatArray      # of A, ascending (empty when A was Cholesky-factorised)
+    eigenvectors: FloatArray     # (empty when A was Cholesky-factorised)
     n_iter: int
     converged: bool
     beta_estimated: bool
     history: list[dict[str, Any]] = field(default_factory=list)
+    factorised: Factorised | None = None   # A at w_MP (its error bars, solves)
 
     @property
     def log_evidence_fixed(self) -> float:
@@ -122,6 +125,8 @@ class MacKayResult:
 
     @property
     def positive_definite(self) -> bool:
+        if self.factorised is not None:
+            return self.factorised.positive_definite
         return bool(self.eigenvalues.size == 0 or self.eigenvalues[0] > 0)
 
     def terms(self) -> dict[str, float]:
@@ -132,8 +137,13 @@ class MacKayResult:
 
     def covariance(self) -> FloatArray:
         """``A^-1``, the Gaussian posterior's covariance of the parameters."""
-        u, lam = self.eigenvectors, self.eigenvalues
-        return np.asarray((u / lam) @ u.T)
+        return self.hessian_factor().covariance()
+
+    def hessian_factor(self) -> Factorised:
+        """The factorised ``A`` at ``w_MP``."""
+        if self.factorised is not None:
+            return self.factorised
+        return Factorised("eigh", self.positive_definite, self.eigenvalues, self.eigenvectors)
 
 
 def log_symmetry_factor(hidden: Any, activation: str) -> float:
@@ -156,90 +166,11 @@ def _hyper_layout(potential: Any) -> tuple[list[str], list[IntArray], list[float
     return names, idx, scales, model.noise is not None
 
 
-def _minimise(potential: Any, theta: FloatArray, max_iter: int, method: str = "fd"
-              ) -> FloatArray:
-    """Minimise ``M``: with an exact Hessian a trust-region Newton method (``trust-exact``,
-    which also leaves saddles along negative curvature), otherwise L-BFGS."""
-    import scipy.optimize
-
-    def fun(w: FloatArray) -> tuple[float, FloatArray]:
-        e, g = potential.energy_and_grad(np.ascontiguousarray(w))
-        if not math.isfinite(e):
-            return math.inf, np.zeros_like(w)
-        return float(e), np.array(g)
-
-    if method != "fd":
-        def hess(w: FloatArray) -> FloatArray:
-            h = hessian(potential, np.ascontiguousarray(w), method=method)
-            return h if np.all(np.isfinite(h)) else np.eye(w.shape[0])
-
-        res = scipy.optimize.minimize(fun, theta, jac=True, hess=hess, method="trust-exact",
-                                      options={"maxiter": max_iter, "gtol": 1e-9})
-        if np.all(np.isfinite(res.x)):
-            return np.asarray(res.x, dtype=np.float64)
-    res = scipy.optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
-                                  options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-7,
-                                           "ftol": 1e-14})
-    return np.asarray(res.x, dtype=np.float64)
-
-
-def _newton(potential: Any, theta: FloatArray, n_steps: int, method: str = "auto"
-            ) -> tuple[FloatArray, FloatArray]:
-    """Newton steps on ``M`` (halved until ``M`` does not increase) and the Hessian at the
-    last point (symmetrised; the potential's exact one under ``method = "auto"`` when it has
-    one, finite differences of the gradient under ``"fd"``)."""
-    a = hessian(potential, theta, method=method)
-    for _ in range(n_steps):
-        e0, g = potential.energy_and_grad(theta)
-        g = np.array(g)
-        lam, u = np.linalg.eigh(a)
-        if lam[0] <= 0 or not np.all(np.isfinite(lam)):
-            break
-        step = -(u @ ((u.T @ g) / lam))
-        t = 1.0
-        while t > 1e-6:
-            trial = theta + t * step
-            if potential.energy(trial) <= e0:
-                break
-            t *= 0.5
-        else:
-            break
-        theta = trial
-        a = hessian(potential, theta, method=method)
-    return theta, a
-
-
-def _level1(potential: Any, theta: FloatArray, lbfgs_iter: int, newton_steps: int,
-            method: str = "auto", escapes: int = 4) -> tuple[FloatArray, FloatArray]:
-    """``w_MP``: L-BFGS, Newton polish; at a saddle (a negative eigenvalue of ``A``) a step
-    down along its eigenvector and again."""
-    exact = resolve_method(potential, method)
-    for attempt in range(escapes + 1):
-        theta = _minimise(potential, theta, lbfgs_iter, exact)
-        theta, a = _newton(potential, theta, newton_steps, method)
-        lam, u = np.linalg.eigh(a)
-        if not np.all(np.isfinite(lam)) or lam[0] > 0 or attempt == escapes:
-            return theta, a
-        e0 = potential.energy(theta)
-        best, best_e = theta, e0
-        scale = max(1.0, float(np.max(np.abs(theta))))
-        for j in np.flatnonzero(lam <= 0)[:8]:
-            for t in (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001):
-                for sign in (1.0, -1.0):
-                    trial = theta + sign * t * scale * u[:, j]
-                    e = potential.energy(trial)
-                    if math.isfinite(e) and e < best_e:
-                        best, best_e = trial, e
-        if best is theta:
-            return theta, a
-        theta = best
-    return theta, a
-
-
 def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int = 200,
                tol: float = 1e-6, lbfgs_iter: int = 5000, newton_steps: int = 4,
                log_symmetry: float = 0.0, max_log_hyper: float = 40.0,
-               max_step: float = 2.0, hessian_method: str = "auto") -> MacKayResult:
+               max_step: float = 2.0, hessian_method: str = "auto",
+               factorisation: str = "auto") -> MacKayResult:
     """Level 2a re-estimation and the level-2 evidence of ``potential`` (module docstring).
 
     Parameters
@@ -268,6 +199,9 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         The Hessian ``A`` (:func:`thermonet.evidence.curvature.hessian`): "auto" takes the
         potential's exact one (the one-hidden-layer ``mlp-regression`` has a compiled closed
         form), "fd" central differences of the gradient.
+    factorisation : {"auto", "eigh", "cholesky"}
+        How ``A`` is factorised (:func:`thermonet.evidence.factorised.factorise`; "auto":
+        the eigendecomposition up to 4,000 parameters, the Cholesky factor above).
     """
     resolve_method(potential, hessian_method)
     d = int(potential.n_params)
@@ -292,19 +226,16 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
     history: list[dict[str, Any]] = []
     converged = False
     it = 0
-    a = np.zeros((d, d))
+    options = (lbfgs_iter, newton_steps, hessian_method, 4, factorisation)
     for it in range(1, int(max_iter) + 1):
         potential.set_hyperparameters(hyper, 1.0)
-        th, a = _level1(potential, th, lbfgs_iter, newton_steps, hessian_method)
-        lam, u = np.linalg.eigh(a)
-        if not np.all(np.isfinite(lam)):
+        th, fac = level1(potential, th, *options)
+        if fac.eigenvalues is not None and not np.all(np.isfinite(fac.eigenvalues)):
             raise ConfigError("the Hessian at w_MP is not finite (overflow in the network?)")
         # a saddle no escape step could leave: the step is taken with the eigenvalues of A
         # floored (the final point must be a minimum, or the result has no evidence)
-        saddle = bool(lam[0] <= 0)
-        lam_used = np.maximum(lam, 1e-9 * max(float(lam[-1]), 1e-300))
-        diag_inv = np.einsum("ij,j,ij->i", u, 1.0 / lam_used, u)
-        well = 1.0 - potential.prec * diag_inv
+        saddle = not fac.positive_definite
+        well = 1.0 - potential.prec * fac.diag_inverse(floored=True)
         new = hyper.copy()
         clipped = saddle
         for c in range(n_groups):
@@ -328,22 +259,21 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         change = float(np.max(np.abs(log_new - np.log(hyper)))) if want else 0.0
         history.append({"iter": it, "hyper": hyper.tolist(), "gamma": float(np.sum(well)),
                         "energy": float(potential.energy(th)), "change": change,
-                        "clipped": clipped, "lambda_min": float(lam[0])})
+                        "clipped": clipped, "lambda_min": fac.lambda_min})
         hyper = np.exp(log_new)
         if change < tol:
             converged = bool(np.all(np.abs(log_new) < max_log_hyper)) and not clipped
             break
     # the evidence at the final hyperparameters and their w_MP
     potential.set_hyperparameters(hyper, 1.0)
-    th, a = _level1(potential, th, lbfgs_iter, newton_steps, hessian_method)
-    lam, u = np.linalg.eigh(a)
-    return _evaluate(potential, th, hyper, lam, u, names, idx, scales, unknown_noise,
+    th, fac = level1(potential, th, *options)
+    return _evaluate(potential, th, hyper, fac, names, idx, scales, unknown_noise,
                      log_symmetry, it, converged, history)
 
 
 def evaluate_at(potential: Any, theta0: Any, hyper: Any, *, lbfgs_iter: int = 5000,
                 newton_steps: int = 4, log_symmetry: float = 0.0,
-                hessian_method: str = "auto") -> MacKayResult:
+                hessian_method: str = "auto", factorisation: str = "auto") -> MacKayResult:
     """Level 1 and the evidence terms at fixed ``(alpha_1..alpha_C[, beta])``, without
     re-estimation (``n_iter = 0``, ``converged = False``)."""
     resolve_method(potential, hessian_method)
@@ -356,9 +286,8 @@ def evaluate_at(potential: Any, theta0: Any, hyper: Any, *, lbfgs_iter: int = 50
         raise ConfigError(f"theta0 of shape {th.shape} and hyper of shape {h.shape}; expected "
                           f"({d},) and ({want},) with positive precisions")
     potential.set_hyperparameters(h, 1.0)
-    th, a = _level1(potential, th, lbfgs_iter, newton_steps, hessian_method)
-    lam, u = np.linalg.eigh(a)
-    return _evaluate(potential, th, h, lam, u, names, idx, scales, unknown_noise,
+    th, fac = level1(potential, th, lbfgs_iter, newton_steps, hessian_method, 4, factorisation)
+    return _evaluate(potential, th, h, fac, names, idx, scales, unknown_noise,
                      log_symmetry, 0, False, [])
 
 
@@ -366,8 +295,8 @@ def _current_alpha(potential: Any, idx: list[IntArray], scales: list[float]) -> 
     return [float(potential.prec[i[0]]) / s for i, s in zip(idx, scales, strict=True)]
 
 
-def _evaluate(potential: Any, th: FloatArray, hyper: FloatArray, lam: FloatArray,
-              u: FloatArray, names: list[str], idx: list[IntArray], scales: list[float],
+def _evaluate(potential: Any, th: FloatArray, hyper: FloatArray, fac: Factorised,
+              names: list[str], idx: list[IntArray], scales: list[float],
               unknown_noise: bool, log_symmetry: float, it: int, converged: bool,
               history: list[dict[str, Any]]) -> MacKayResult:
     nk = int(potential.n_residuals)
@@ -382,14 +311,9 @@ def _evaluate(potential: Any, th: FloatArray, hyper: FloatArray, lam: FloatArray
         # a classifier (mackay_classify): E_D is the cross-entropy, -ln p(D|w)
         e_d = float(potential.likelihood_energy(th))
         log_like = -e_d
-    pd = bool(lam.size == 0 or lam[0] > 0)
-    if pd:
-        diag_inv = np.einsum("ij,j,ij->i", u, 1.0 / lam, u)
-        well = 1.0 - prec * diag_inv
-        log_det = float(np.sum(np.log(lam)))
-    else:
-        well = np.full(th.shape[0], math.nan)
-        log_det = math.nan
+    pd = fac.positive_definite
+    well = 1.0 - prec * fac.diag_inverse() if pd else np.full(th.shape[0], math.nan)
+    log_det = fac.log_det
     log_prior = float(np.sum(0.5 * np.log(prec) - 0.5 * prec * th ** 2))
     log_occam_w = log_prior - 0.5 * log_det
     gamma_groups = np.array([float(np.sum(well[i])) for i in idx])
@@ -403,9 +327,11 @@ def _evaluate(potential: Any, th: FloatArray, hyper: FloatArray, lam: FloatArray
         theta=th, group_names=list(names), alpha=np.array(hyper[:len(names)]), beta=beta,
         gamma_groups=gamma_groups, gamma=gamma, e_d=e_d, e_w=e_w, n_params=th.shape[0],
         n_residuals=nk, log_likelihood=log_like, log_occam_w=log_occam_w,
-        log_occam_hyper=occ, log_symmetry=float(log_symmetry), eigenvalues=lam,
-        eigenvectors=u, n_iter=it, converged=converged and pd, beta_estimated=unknown_noise,
-        history=history)
+        log_occam_hyper=occ, log_symmetry=float(log_symmetry),
+        eigenvalues=fac.eigenvalues if fac.eigenvalues is not None else np.empty(0),
+        eigenvectors=fac.eigenvectors if fac.eigenvectors is not None else np.empty((0, 0)),
+        n_iter=it, converged=converged and pd, beta_estimated=unknown_noise,
+        history=history, factorised=fac)
 
 
 def jacobian(potential: Any, theta: FloatArray, x: Any, *, step: float = 1e-5) -> FloatArray:
@@ -431,9 +357,8 @@ def predictive(result: MacKayResult, potential: Any, x: Any) -> tuple[FloatArray
         raise ConfigError("the Hessian at w_MP is not positive definite; the Gaussian "
                           "predictive does not exist there")
     mean = np.asarray(potential.outputs(result.theta, x))
-    g = jacobian(potential, result.theta, x)
-    proj = np.einsum("nkd,de->nke", g, result.eigenvectors)
-    var = np.einsum("nke,e->nk", proj ** 2, 1.0 / result.eigenvalues) + 1.0 / result.beta
+    proj = result.hessian_factor().whiten(jacobian(potential, result.theta, x))
+    var = np.sum(proj ** 2, axis=-1) + 1.0 / result.beta
     return mean, var
 
 

@@ -207,7 +207,7 @@ def moderated_outputs(result: MacKayResult, potential: Any, x: Any, *,
                           "outputs need the Gaussian posterior")
     a = np.asarray(potential.outputs(result.theta, x), dtype=np.float64)
     g = jacobian(potential, result.theta, x)                        # (n, K, d)
-    proj = np.einsum("nkd,de->nke", g, result.eigenvectors) / np.sqrt(result.eigenvalues)
+    proj = result.hessian_factor().whiten(g)                         # (n, K, d)
     cov = np.einsum("nke,nle->nkl", proj, proj)                     # (n, K, K)
     n, k = a.shape
     if method == "mc":

@@ -65,8 +65,7 @@ def sampled_predictive(result: MacKayResult, potential: Any, x: Any, *, n_draws:
         raise ConfigError("the Hessian at w_MP is not positive definite; re-estimate first")
     hyper = [*result.alpha.tolist(), *([result.beta] if result.beta_estimated else [])]
     potential.set_hyperparameters(hyper, 1.0)
-    a_diag = np.einsum("ij,j,ij->i", result.eigenvectors, result.eigenvalues,
-                       result.eigenvectors)
+    a_diag = result.hessian_factor().diagonal()
     hmc = registry.load("sampler", "hmc")(
         potential, temperature=1.0, masses=a_diag, n_leapfrog=int(n_leapfrog),
         step_size=float(step_size), adapt_method="fixed", step_size_jitter=0.2,
