@@ -70,6 +70,7 @@ Computation 4, 448 (1992).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,7 +171,8 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
                tol: float = 1e-6, lbfgs_iter: int = 5000, newton_steps: int = 4,
                log_symmetry: float = 0.0, max_log_hyper: float = 40.0,
                max_step: float = 2.0, hessian_method: str = "auto",
-               factorisation: str = "auto") -> MacKayResult:
+               factorisation: str = "auto",
+               on_cycle: Callable[[dict[str, Any]], None] | None = None) -> MacKayResult:
     """Level 2a re-estimation and the level-2 evidence of ``potential`` (module docstring).
 
     Parameters
@@ -202,6 +204,8 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
     factorisation : {"auto", "eigh", "cholesky"}
         How ``A`` is factorised (:func:`thermonet.evidence.factorised.factorise`; "auto":
         the eigendecomposition up to 4,000 parameters, the Cholesky factor above).
+    on_cycle : callable, optional
+        Called with each cycle's record (``history``) as it ends: progress on long work.
     """
     resolve_method(potential, hessian_method)
     d = int(potential.n_params)
@@ -260,6 +264,8 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         history.append({"iter": it, "hyper": hyper.tolist(), "gamma": float(np.sum(well)),
                         "energy": float(potential.energy(th)), "change": change,
                         "clipped": clipped, "lambda_min": fac.lambda_min})
+        if on_cycle is not None:
+            on_cycle(history[-1])
         hyper = np.exp(log_new)
         if change < tol:
             converged = bool(np.all(np.abs(log_new) < max_log_hyper)) and not clipped
