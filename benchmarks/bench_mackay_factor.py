@@ -1,0 +1,84 @@
+#!/usr/bin/env python
+"""One evidence evaluation of MacKay's framework for the paper's classifiers: the Hessian and
+its factorisation, Cholesky against the eigendecomposition.
+
+For M(1) and/or M(3) on D500 (cross-entropy plus a Gaussian prior of precision 1 per layer, at
+one random parameter vector of scale 0.1 shifted to positive definiteness by adding 10^3 to
+the diagonal, so that both factorisations apply): the exact Hessian (the R-operator,
+``curvature.hessian``), then ``thermonet.evidence.factorised.factorise`` with "cholesky" (the
+factor, and ``diag(A^-1)`` by LAPACK dpotri: all the framework needs per cycle) and with
+"eigh" (the eigendecomposition; ``--no-eigh`` skips it: several minutes for M(3)). Prints
+seconds on all cores, the ratio, and the largest relative difference of ``ln det A`` and
+``diag(A^-1)`` between the two. Usage::
+
+    python benchmarks/bench_mackay_factor.py [--models M1 M3] [--no-eigh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+from harness import cpu_flags, cpu_model, versions
+
+
+def main() -> int:
+    """Print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["M1", "M3"])
+    ap.add_argument("--data", default="D500")
+    ap.add_argument("--no-eigh", action="store_true")
+    args = ap.parse_args()
+
+    from thermonet.data import load_data
+    from thermonet.evidence.factorised import factorise
+    from thermonet.evidence.mackay_classify import GaussianPriorClassifier
+    from thermonet.evidence.mackay_models import layer_groups
+    from thermonet.registry import get_architecture
+
+    v = versions()
+    flags = cpu_flags()
+    print(f"machine : {cpu_model()}; avx2={'avx2' in flags} fma={'fma' in flags} "
+          f"avx512f={'avx512f' in flags}; llvm cpu {v.get('llvm_cpu')}; "
+          f"{os.cpu_count()} logical CPUs; load {os.getloadavg()[0]:.2f}")
+    print(f"versions: python {v['python']}, numpy {v['numpy']}, scipy {v['scipy']}, "
+          f"numba {v['numba']}; blas {v.get('blas')}")
+    split = load_data(args.data, test="official")
+    print(f"{'model':>5} {'d':>6} {'hessian s':>10} {'cholesky s':>11} {'diag inv s':>11} "
+          f"{'chol total':>11} {'eigh s':>8} {'eigh/chol':>10} {'ln det rel':>11} "
+          f"{'diag rel':>9}")
+    for name in args.models:
+        arch = get_architecture(name)
+        pot = GaussianPriorClassifier(arch.potential(split.train), layer_groups(arch))
+        theta = np.random.default_rng(0).normal(0.0, 0.1, pot.n_params)
+        pot.energy_and_grad(theta)                  # compile outside the timings
+        t0 = time.perf_counter()
+        a = pot.hessian(theta)
+        t_h = time.perf_counter() - t0
+        a[np.diag_indices_from(a)] += 1e3
+        t0 = time.perf_counter()
+        chol = factorise(a, "cholesky")
+        t_c = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        d_c = chol.diag_inverse()
+        t_d = time.perf_counter() - t0
+        row = (f"{name:>5} {pot.n_params:>6} {t_h:>10.1f} {t_c:>11.1f} {t_d:>11.1f} "
+               f"{t_c + t_d:>11.1f}")
+        if args.no_eigh:
+            print(row + f" {'-':>8} {'-':>10} {'-':>11} {'-':>9}")
+            continue
+        t0 = time.perf_counter()
+        eig = factorise(a, "eigh")
+        d_e = eig.diag_inverse()
+        t_e = time.perf_counter() - t0
+        rel_det = abs(chol.log_det - eig.log_det) / abs(eig.log_det)
+        rel_diag = float(np.max(np.abs(d_c - d_e) / np.abs(d_e)))
+        print(row + f" {t_e:>8.1f} {t_e / (t_c + t_d):>10.2f} {rel_det:>11.1e} "
+              f"{rel_diag:>9.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
