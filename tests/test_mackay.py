@@ -317,3 +317,20 @@ def test_sweep_plot_adds_a_zoom_panel_for_a_wide_evidence_range(tmp_path):
     two = imread(plot_mackay_sweep(wide, tmp_path / "two.png"))
     # the second panel widens the figure (6.4 -> 11 inches at the same height)
     assert two.shape[1] / two.shape[0] > 1.5 * one.shape[1] / one.shape[0]
+
+
+def test_thermodynamic_integration_confirms_the_exact_gaussian_evidence():
+    """On a linear-Gaussian model the framework's eq. (7) is exact, so TI of the same integral
+    (with the prior's normalisation) must agree within its own error bar."""
+    from thermonet.evidence.mackay_ti import ti_cross_check
+    from thermonet.evidence.ti_config import TIConfig
+
+    pot = _problem()
+    r = reestimate(pot, np.zeros(pot.n_params), [1.0, 1.0, 1.0], tol=1e-10)
+    assert r.log_evidence_fixed == pytest.approx(_exact_log_evidence(pot, [*r.alpha, r.beta]),
+                                                 abs=1e-9)
+    c = ti_cross_check(r, pot, config=TIConfig(n_bridges=12, n_samples=150), seed=1)
+    assert c.laplace == r.log_evidence_fixed and 0 < c.ti_error < 0.1
+    assert abs(c.z) < 4.0, c
+    with pytest.raises(ConfigError, match="box_sigmas"):
+        ti_cross_check(r, pot, box_sigmas=-1.0)
