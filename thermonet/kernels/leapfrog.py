@@ -385,8 +385,9 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     Notes
     -----
     With float64 gradients and the data in one block, the full kicks inside the trajectory
-    put the gradient straight into ``p`` (:func:`thermonet.kernels.mlp.loss_and_kick`), so
-    the gradient is never stored and the pass after it only drifts. The result then differs
+    put the gradient straight into ``p`` (``thermonet.kernels.mlp.kick_block``, as
+    :func:`thermonet.kernels.mlp.loss_and_kick` does), so the gradient is never stored and the
+    pass after it only drifts. The result then differs
     from separate gradient and kick steps by the rounding of the matrix products (a few ulp;
     none with the ``np.dot`` backend). The last step always computes ``grad``.
     """
