@@ -31,7 +31,44 @@ def bridge_mix(theta, gbase, lam, w0, k, grad):
     return 0.5 * q
 
 
-@kernel
+def _make_bridge_trajectory(reflect):
+    def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway,
+                              lam, w0, k, e0, widths, out_act, x, y, block, work, partial,
+                              gbase):
+        j = np.nan
+        e = np.nan
+        n_ref = 0
+        if not reflect:
+            bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
+        lf.kick(p, grad, 0.5 * step)
+        if reflect:
+            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+        elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
+            return j, e, 1, lf.RUNAWAY, n_ref
+        for s in range(n_steps):
+            e = mlp.loss_and_grad(theta, widths, out_act, x, y, block, work, partial, gbase)
+            q = bridge_mix(theta, gbase, lam, w0, k, grad)
+            j = e0 + (1.0 - lam) * (e - e0) + lam * q
+            if not math.isfinite(j):
+                return j, e, s + 1, lf.NON_FINITE, n_ref
+            if s == n_steps - 1:
+                lf.kick(p, grad, 0.5 * step)
+            elif reflect:
+                lf.kick(p, grad, step)
+                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+            elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
+                                       bounds, im_r, hw_r):
+                return j, e, s + 2, lf.RUNAWAY, n_ref
+        return j, e, n_steps, lf.OK, n_ref
+
+    return mlp_bridge_trajectory
+
+
+#: :func:`mlp_bridge_trajectory` compiled for each wall mode
+#: (:func:`thermonet.kernels.leapfrog.by_wall`)
+MLP_BRIDGE_TRAJECTORY = lf.by_wall(_make_bridge_trajectory)
+
+
 def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
                           lam, w0, k, e0, widths, out_act, x, y, block, work, partial, gbase):
     """``n_steps`` velocity-Verlet steps on ``J_λ`` of the MLP; ``grad`` holds dJ/dθ on entry.
@@ -44,30 +81,9 @@ def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_wi
     (J, E, n_done, status, n_reflections)
         ``J_λ`` and the MLP energy ``E`` at the end point (from the last gradient evaluation).
     """
-    j = np.nan
-    e = np.nan
-    n_ref = 0
-    bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-    lf.kick(p, grad, 0.5 * step)
-    if wall == lf.WALL_REFLECT:
-        n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-    elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
-        return j, e, 1, lf.RUNAWAY, n_ref
-    for s in range(n_steps):
-        e = mlp.loss_and_grad(theta, widths, out_act, x, y, block, work, partial, gbase)
-        q = bridge_mix(theta, gbase, lam, w0, k, grad)
-        j = e0 + (1.0 - lam) * (e - e0) + lam * q
-        if not math.isfinite(j):
-            return j, e, s + 1, lf.NON_FINITE, n_ref
-        if s == n_steps - 1:
-            lf.kick(p, grad, 0.5 * step)
-        elif wall == lf.WALL_REFLECT:
-            lf.kick(p, grad, step)
-            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-        elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
-                                   bounds, im_r, hw_r):
-            return j, e, s + 2, lf.RUNAWAY, n_ref
-    return j, e, n_steps, lf.OK, n_ref
+    return lf.for_wall(MLP_BRIDGE_TRAJECTORY, wall)(
+        theta, p, grad, inv_mass, step, n_steps, half_width, runaway, lam, w0, k, e0, widths,
+        out_act, x, y, block, work, partial, gbase)
 
 
 @kernel

@@ -260,7 +260,92 @@ def _copy_cast(src, dst):
         dst[i] = src[i]
 
 
-@kernel
+def by_wall(make):
+    """One kernel per wall mode: ``{WALL_NONE: kernel(make(False)), WALL_REFLECT:
+    kernel(make(True))}``.
+
+    ``make(reflect)`` returns a trajectory function whose body branches on the closure
+    variable ``reflect`` itself (``if reflect:``, ``if not reflect:``). Numba takes a closure
+    variable for a constant and prunes the other mode's branches before typing, so each kernel
+    compiles only its own mode's helpers, and a run, which uses one mode, never compiles the
+    other's (a runtime ``wall`` argument compiled both into every trajectory kernel:
+    docs/performance.md). Numba does not prune a comparison with a module attribute such as
+    ``lf.WALL_REFLECT``: test the bare variable. Each kernel is named ``<name>_endpoint`` or
+    ``<name>_reflect``, which is also the name of its cache files.
+    """
+    kernels = {}
+    for wall, label in ((WALL_NONE, "endpoint"), (WALL_REFLECT, "reflect")):
+        f = make(wall == WALL_REFLECT)
+        f.__name__ = f.__qualname__ = f"{f.__name__}_{label}"
+        kernels[wall] = kernel(f)
+    return kernels
+
+
+def for_wall(kernels, wall):
+    """The kernel of ``kernels`` (from :func:`by_wall`) for ``wall``: WALL_REFLECT's for
+    WALL_REFLECT, WALL_NONE's for anything else (as the runtime test did)."""
+    return kernels[WALL_REFLECT if wall == WALL_REFLECT else WALL_NONE]
+
+
+def _make_mlp_trajectory(reflect):
+    def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths,
+                       out_act, x, y, block, work, partial, theta_g, grad_g, cast):
+        e = np.nan
+        n_ref = 0
+        if not reflect:
+            bounds, im_r, hw_r = runs(inv_mass, half_width, MAX_RUNS)
+        direct = not cast and theta.itemsize == 8 and mlp.n_blocks(x.shape[0], block) == 1
+        # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full
+        # kick) with a half kick at the end. Without walls the full kick and the next drift
+        # (with the runaway test) are one fused pass over the parameters; in the direct mode
+        # the full kick happens inside the gradient kernel and the pass only drifts.
+        kick(p, grad, 0.5 * step)
+        if reflect:
+            n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+        elif drift_check(theta, p, inv_mass, step, half_width, runaway):
+            return e, 1, RUNAWAY, n_ref
+        for s in range(n_steps):
+            last = s == n_steps - 1
+            if direct and not last:
+                # what mlp.loss_and_kick does with one block of float64 data, without
+                # compiling that kernel into this one; theta_g is theta here (not cast), and
+                # passing it keeps the float32 kernels' typing of this untaken branch (where
+                # kick_block does nothing) in one dtype
+                _, e = mlp.kick_block(theta_g, widths, out_act, x, y, work, p, step)
+                if not math.isfinite(e):
+                    return e, s + 1, NON_FINITE, n_ref
+                if reflect:
+                    n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+                elif drift_runaway(theta, p, inv_mass, step, half_width, runaway, bounds, im_r,
+                                   hw_r):
+                    return e, s + 2, RUNAWAY, n_ref
+                continue
+            # one code path for both precisions (Numba types every branch): with ``cast``
+            # false, theta_g and grad_g are theta and grad themselves
+            if cast:
+                _copy_cast(theta, theta_g)
+            e = mlp.loss_and_grad(theta_g, widths, out_act, x, y, block, work, partial, grad_g)
+            if cast:
+                _copy_cast(grad_g, grad)
+            if not math.isfinite(e):
+                return e, s + 1, NON_FINITE, n_ref
+            if last:
+                kick(p, grad, 0.5 * step)
+            elif reflect:
+                kick(p, grad, step)
+                n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+            elif kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
+                                    bounds, im_r, hw_r):
+                return e, s + 2, RUNAWAY, n_ref
+        return e, n_steps, OK, n_ref
+
+    return mlp_trajectory
+
+
+#: :func:`mlp_trajectory` compiled for each wall mode (:func:`by_wall`)
+MLP_TRAJECTORY = by_wall(_make_mlp_trajectory)
+
+
 def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
                    widths, out_act, x, y, block, work, partial, theta_g, grad_g, cast):
     """One HMC trajectory of the built-in MLP: ``n_steps`` velocity-Verlet steps.
@@ -276,7 +361,8 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     step : float
     n_steps : int
     wall : int
-        WALL_NONE or WALL_REFLECT.
+        WALL_NONE or WALL_REFLECT: selects the kernel compiled for that mode
+        (:data:`MLP_TRAJECTORY`), which runs the trajectory.
     half_width : ndarray of float64, shape (n_params,)
         Box half-widths ``a_i = sigma_i / 2``.
     runaway : float
@@ -299,54 +385,12 @@ def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, ru
     Notes
     -----
     With float64 gradients and the data in one block, the full kicks inside the trajectory
-    put the gradient straight into ``p`` (:func:`thermonet.kernels.mlp.loss_and_kick`), so
-    the gradient is never stored and the pass after it only drifts. The result then differs
+    put the gradient straight into ``p`` (``thermonet.kernels.mlp.kick_block``, as
+    :func:`thermonet.kernels.mlp.loss_and_kick` does), so the gradient is never stored and the
+    pass after it only drifts. The result then differs
     from separate gradient and kick steps by the rounding of the matrix products (a few ulp;
     none with the ``np.dot`` backend). The last step always computes ``grad``.
     """
-    e = np.nan
-    n_ref = 0
-    bounds, im_r, hw_r = runs(inv_mass, half_width, MAX_RUNS)
-    direct = not cast and theta.itemsize == 8 and mlp.n_blocks(x.shape[0], block) == 1
-    # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full kick)
-    # with a half kick at the end. Without walls the full kick and the next drift (with the
-    # runaway test) are one fused pass over the parameters; in the direct mode the full kick
-    # happens inside the gradient kernel and the pass only drifts.
-    kick(p, grad, 0.5 * step)
-    if wall == WALL_REFLECT:
-        n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-    elif drift_check(theta, p, inv_mass, step, half_width, runaway):
-        return e, 1, RUNAWAY, n_ref
-    for s in range(n_steps):
-        last = s == n_steps - 1
-        if direct and not last:
-            # theta_g and grad_g are theta and grad here (not cast); passing them keeps the
-            # float32 kernels' typing of this (untaken) branch in one dtype
-            e = mlp.loss_and_kick(theta_g, widths, out_act, x, y, block, work, partial, grad_g,
-                                  p, step)
-            if not math.isfinite(e):
-                return e, s + 1, NON_FINITE, n_ref
-            if wall == WALL_REFLECT:
-                n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-            elif drift_runaway(theta, p, inv_mass, step, half_width, runaway, bounds, im_r,
-                               hw_r):
-                return e, s + 2, RUNAWAY, n_ref
-            continue
-        # one code path for both precisions (Numba types every branch): with ``cast`` false,
-        # theta_g and grad_g are theta and grad themselves
-        if cast:
-            _copy_cast(theta, theta_g)
-        e = mlp.loss_and_grad(theta_g, widths, out_act, x, y, block, work, partial, grad_g)
-        if cast:
-            _copy_cast(grad_g, grad)
-        if not math.isfinite(e):
-            return e, s + 1, NON_FINITE, n_ref
-        if last:
-            kick(p, grad, 0.5 * step)
-        elif wall == WALL_REFLECT:
-            kick(p, grad, step)
-            n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-        elif kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
-                                bounds, im_r, hw_r):
-            return e, s + 2, RUNAWAY, n_ref
-    return e, n_steps, OK, n_ref
+    return for_wall(MLP_TRAJECTORY, wall)(
+        theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, out_act, x, y,
+        block, work, partial, theta_g, grad_g, cast)

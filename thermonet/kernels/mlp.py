@@ -55,6 +55,7 @@ single-threaded per Numba thread (:func:`thermonet.kernels.threads.limit`); they
 
 from __future__ import annotations
 
+import numpy as np
 from numba import types
 from numba.extending import overload
 
@@ -207,8 +208,9 @@ def _bias_out(out, acc, kick):
 
 
 @kernel
-def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking=False, kick=0.0):
-    """Energy of one block and its gradient written (not added) to ``grad``.
+def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking, kick):
+    """Energy of one block and its gradient written (not added) to ``grad``, with ``kicking``
+    false (``kick`` is then unused).
 
     With ``kicking`` true (float64 only) ``grad`` is instead the momentum vector ``p`` and
     receives ``p -= kick * gradient`` directly: the weight gradients are accumulated into ``p``
@@ -216,6 +218,10 @@ def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking=Fals
     (column sums, formed in scratch at the end of ``work``) are subtracted afterwards. The
     gradient itself is never written to memory, which saves the leapfrog pass two streams
     over the parameters (docs/performance.md).
+
+    Callers pass ``kicking`` as ``np.bool_(False)`` or ``np.bool_(True)``, a run-time value:
+    a plain ``True``/``False`` reaches Numba as a literal type, which compiles this function
+    once per value (about 1.3 CPU s more of a cold start, docs/performance.md).
     """
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
@@ -347,27 +353,29 @@ def loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad):
         grad[:] = 0.0
         return 0.0
     e = block_loss_and_grad(theta, widths, out_act, x[0:min(n, block)], y[0:min(n, block)],
-                             work, grad)
+                             work, grad, np.bool_(False), 0.0)
     for blk in range(1, nb):
         r0 = blk * block
         r1 = min(n, r0 + block)
-        e += block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1], work, partial)
+        e += block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1], work, partial,
+                                 np.bool_(False), 0.0)
         for i in range(grad.shape[0]):
             grad[i] += partial[i]
     return e
 
 
-def _kick_block(theta, widths, out_act, x, y, work, p, kick):
+def kick_block(theta, widths, out_act, x, y, work, p, kick):
     """``(True, energy)`` after the kick-mode block kernel when every array is float64, else
     ``(False, 0.0)`` without doing anything (resolved at compile time, below)."""
     raise NotImplementedError("only callable from compiled code")
 
 
-@overload(_kick_block, jit_options={"nogil": True})
+@overload(kick_block, jit_options={"nogil": True})
 def _kick_block_typed(theta, widths, out_act, x, y, work, p, kick):
     if all(getattr(a, "dtype", None) == types.float64 for a in (theta, x, work, p)):
         def impl(theta, widths, out_act, x, y, work, p, kick):
-            return True, block_loss_and_grad(theta, widths, out_act, x, y, work, p, True, kick)
+            return True, block_loss_and_grad(theta, widths, out_act, x, y, work, p,
+                                              np.bool_(True), kick)
     else:
         def impl(theta, widths, out_act, x, y, work, p, kick):
             return False, 0.0
@@ -387,7 +395,7 @@ def loss_and_kick(theta, widths, out_act, x, y, block, work, partial, grad, p, k
     """
     n = x.shape[0]
     if n_blocks(n, block) == 1:
-        done, e = _kick_block(theta, widths, out_act, x, y, work, p, kick)
+        done, e = kick_block(theta, widths, out_act, x, y, work, p, kick)
         if done:
             return e
     e = loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad)

@@ -49,10 +49,11 @@ def loss_and_grad_parallel(theta, widths, out_act, x, y, block, n_slots, work_s,
             r1 = min(n, r0 + block)
             if blk == 0:
                 e_b[0] = block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
-                                              work_s[s], grad)
+                                              work_s[s], grad, np.bool_(False), 0.0)
             else:
                 e_b[blk] = block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
-                                                work_s[s], partial_b[blk])
+                                                work_s[s], partial_b[blk],
+                                                np.bool_(False), 0.0)
                 if s == 0:
                     for i in range(n_p):
                         grad[i] += partial_b[blk, i]

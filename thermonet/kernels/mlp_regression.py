@@ -57,7 +57,40 @@ def half_sse(theta, widths, act, x, y, block, work):
     return mlp.loss(theta, widths, act, x, y, block, work)
 
 
-@kernel
+def _make_trajectory(reflect):
+    def trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, act,
+                   x, y, block, work, partial, tau, prec, const):
+        e = math.nan
+        n_ref = 0
+        if not reflect:
+            bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
+        lf.kick(p, grad, 0.5 * step)
+        if reflect:
+            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+        elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
+            return e, 1, lf.RUNAWAY, n_ref
+        for s in range(n_steps):
+            e = energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
+                                const)
+            if not math.isfinite(e):
+                return e, s + 1, lf.NON_FINITE, n_ref
+            if s == n_steps - 1:
+                lf.kick(p, grad, 0.5 * step)
+            elif reflect:
+                lf.kick(p, grad, step)
+                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
+            elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
+                                       bounds, im_r, hw_r):
+                return e, s + 2, lf.RUNAWAY, n_ref
+        return e, n_steps, lf.OK, n_ref
+
+    return trajectory
+
+
+#: :func:`trajectory` compiled for each wall mode (:func:`thermonet.kernels.leapfrog.by_wall`)
+TRAJECTORY = lf.by_wall(_make_trajectory)
+
+
 def trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
                widths, act, x, y, block, work, partial, tau, prec, const):
     """``n_steps`` velocity-Verlet steps on ``E(w)``, in place, one gradient per step.
@@ -65,25 +98,6 @@ def trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runawa
     Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
     only, serial), plus ``tau``, ``prec`` and ``const`` of ``E(w)``.
     """
-    e = math.nan
-    n_ref = 0
-    bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-    lf.kick(p, grad, 0.5 * step)
-    if wall == lf.WALL_REFLECT:
-        n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-    elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
-        return e, 1, lf.RUNAWAY, n_ref
-    for s in range(n_steps):
-        e = energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
-                            const)
-        if not math.isfinite(e):
-            return e, s + 1, lf.NON_FINITE, n_ref
-        if s == n_steps - 1:
-            lf.kick(p, grad, 0.5 * step)
-        elif wall == lf.WALL_REFLECT:
-            lf.kick(p, grad, step)
-            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-        elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
-                                   bounds, im_r, hw_r):
-            return e, s + 2, lf.RUNAWAY, n_ref
-    return e, n_steps, lf.OK, n_ref
+    return lf.for_wall(TRAJECTORY, wall)(
+        theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, act, x, y, block,
+        work, partial, tau, prec, const)

@@ -75,7 +75,42 @@ def energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature, wi
     return tau * s + const + temperature * (ev + eu)
 
 
-@kernel
+def _make_trajectory(reflect):
+    def trajectory(q, p, grad, inv_mass, step, n_steps, half_width, runaway,
+                   n_w, group_of, group_scale, v_prec, a, b, temperature,
+                   widths, act, x, y, block, work, partial, w, gw, f, tau, const):
+        e = math.nan
+        n_ref = 0
+        if not reflect:
+            bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
+        lf.kick(p, grad, 0.5 * step)
+        if reflect:
+            n_ref += lf.drift_reflect(q, p, inv_mass, step, half_width)
+        elif lf.drift_check(q, p, inv_mass, step, half_width, runaway):
+            return e, 1, lf.RUNAWAY, n_ref
+        for s in range(n_steps):
+            e = energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature,
+                                widths, act, x, y, block, work, partial, w, gw, f, grad, tau,
+                                const)
+            if not math.isfinite(e):
+                return e, s + 1, lf.NON_FINITE, n_ref
+            if s == n_steps - 1:
+                lf.kick(p, grad, 0.5 * step)
+            elif reflect:
+                lf.kick(p, grad, step)
+                n_ref += lf.drift_reflect(q, p, inv_mass, step, half_width)
+            elif lf.kick_drift_runaway(q, p, grad, inv_mass, step, half_width, runaway,
+                                       bounds, im_r, hw_r):
+                return e, s + 2, lf.RUNAWAY, n_ref
+        return e, n_steps, lf.OK, n_ref
+
+    return trajectory
+
+
+#: :func:`trajectory` compiled for each wall mode (:func:`thermonet.kernels.leapfrog.by_wall`)
+TRAJECTORY = lf.by_wall(_make_trajectory)
+
+
 def trajectory(q, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
                n_w, group_of, group_scale, v_prec, a, b, temperature,
                widths, act, x, y, block, work, partial, w, gw, f, tau, const):
@@ -84,27 +119,10 @@ def trajectory(q, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
     Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
     only, serial), plus those of :func:`energy_and_grad` after ``runaway``. The steps, walls,
     runaway test and status codes are those of
-    :func:`thermonet.kernels.mlp_regression.trajectory`.
+    :func:`thermonet.kernels.mlp_regression.trajectory`; each wall mode is its own compiled
+    kernel.
     """
-    e = math.nan
-    n_ref = 0
-    bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-    lf.kick(p, grad, 0.5 * step)
-    if wall == lf.WALL_REFLECT:
-        n_ref += lf.drift_reflect(q, p, inv_mass, step, half_width)
-    elif lf.drift_check(q, p, inv_mass, step, half_width, runaway):
-        return e, 1, lf.RUNAWAY, n_ref
-    for s in range(n_steps):
-        e = energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature, widths,
-                            act, x, y, block, work, partial, w, gw, f, grad, tau, const)
-        if not math.isfinite(e):
-            return e, s + 1, lf.NON_FINITE, n_ref
-        if s == n_steps - 1:
-            lf.kick(p, grad, 0.5 * step)
-        elif wall == lf.WALL_REFLECT:
-            lf.kick(p, grad, step)
-            n_ref += lf.drift_reflect(q, p, inv_mass, step, half_width)
-        elif lf.kick_drift_runaway(q, p, grad, inv_mass, step, half_width, runaway,
-                                   bounds, im_r, hw_r):
-            return e, s + 2, lf.RUNAWAY, n_ref
-    return e, n_steps, lf.OK, n_ref
+    return lf.for_wall(TRAJECTORY, wall)(
+        q, p, grad, inv_mass, step, n_steps, half_width, runaway, n_w, group_of, group_scale,
+        v_prec, a, b, temperature, widths, act, x, y, block, work, partial, w, gw, f, tau,
+        const)

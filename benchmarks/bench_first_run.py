@@ -1,0 +1,238 @@
+#!/usr/bin/env python
+"""First-run compile cost: a run's kernels with a cold Numba cache, then with a warm one.
+
+Each repeat makes a fresh ``NUMBA_CACHE_DIR`` and runs two subprocesses on it: a cold one
+(nothing cached, everything compiles) and a warm one (everything loads from the cache). Each
+builds the run of ``--config`` as ``thermonet run`` does and calls the runner's
+:func:`thermonet.runner.compile_notice.warm_kernels`, the block that compiles what the run
+needs before it starts. It reports CPU seconds (this process's user + sys; the machine is
+shared, so wall time is not the measure) of:
+
+* ``build``: building the run's components (data, network, ladder; a few small kernels);
+* ``warm_kernels``: the first energy, gradient and sampler transition;
+* ``compiling``: the time inside Numba's top-level compiles (``numba:compile`` events), as
+  thread CPU time, with a per-function breakdown (a callee compiled inside its caller is
+  indented under it and its time is part of the caller's).
+
+With ``--cli N`` the cold and warm children run the whole ``thermonet run CONFIG`` for N
+iterations in-process instead (warm-up included: minutes of CPU for the quickstart), and also
+count what compiles after ``warm_kernels`` (it should be nothing). Usage::
+
+    python benchmarks/bench_first_run.py                      # quickstart, 2 repeats
+    python benchmarks/bench_first_run.py --repeats 3 --json first_run.json
+    python benchmarks/bench_first_run.py --set sampler.wall=endpoint
+    python benchmarks/bench_first_run.py --config sample_runs/nrpt_M3_D50.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import cpu_flags, cpu_model, machine_busy, versions
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_CONFIG = os.path.join(ROOT, "sample_runs", "quickstart.toml")
+
+
+class _CompileLog:
+    """Records every ``numba:compile`` event: function, depth and thread CPU seconds."""
+
+    def __init__(self):
+        import numba.core.event as ev
+
+        class Listener(ev.Listener):
+            def on_start(inner, event):
+                self._stack.append(time.thread_time())
+
+            def on_end(inner, event):
+                t0 = self._stack.pop()
+                data = event.data or {}
+                fn = getattr(data.get("dispatcher"), "py_func", None)
+                name = (f"{fn.__module__}.{fn.__qualname__}" if fn is not None
+                        else str(data.get("dispatcher")))
+                self.rows.append({"name": name, "depth": len(self._stack), "phase": self.phase,
+                                  "cpu": time.thread_time() - t0, "seq": self._seq,
+                                  "args": str(data.get("args"))})
+                self._seq += 1
+
+        self._stack: list[float] = []
+        self._seq = 0
+        self.rows: list[dict] = []
+        self.phase = "build"
+        ev.register("numba:compile", Listener())
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def child(args) -> dict:
+    t0 = _cpu()
+    import thermonet.kernels
+
+    # before Numba is imported (by the listener too), as the command line does: the vector
+    # width it sets is compiled into the kernels
+    thermonet.kernels.configure()
+    log = _CompileLog()
+    import numpy as np
+
+    from thermonet import config as cfgmod
+    from thermonet.runner import compile_notice
+    from thermonet.runner.components import blas_backend, build
+
+    out: dict = {"import_cpu": _cpu() - t0}
+    if args.cli:
+        import thermonet.runner as runner_mod
+        from thermonet.cli import main as cli_main
+
+        timing: dict = {}
+        original = compile_notice.warm_kernels
+
+        def timed_warm(*a, **k):
+            log.phase = "warm_kernels"
+            c = _cpu()
+            try:
+                return original(*a, **k)
+            finally:
+                timing["warm_kernels_cpu"] = _cpu() - c
+                log.phase = "after"
+
+        runner_mod.warm_kernels = timed_warm      # the name the runner calls
+        with tempfile.TemporaryDirectory() as run_dir:
+            c = _cpu()
+            sets = [a for kv in args.set for a in ("--set", kv)]
+            cli_main(["--quiet", "run", args.config, "--out", os.path.join(run_dir, "r"),
+                      *sets, "--set", f"run.n_iterations={args.cli}"], standalone_mode=False)
+            out["cli_cpu"] = _cpu() - c
+        out.update(timing)
+    else:
+        c = _cpu()
+        components = build(cfgmod.load(args.config, cfgmod.parse_set(args.set)))
+        out["build_cpu"] = _cpu() - c
+        theta = components.arch.initial_draw(np.random.default_rng(0))
+        log.phase = "warm_kernels"
+        c = _cpu()
+        compile_notice.warm_kernels(components.engine.samplers[0], theta,
+                                    components.arch.describe())
+        out["warm_kernels_cpu"] = _cpu() - c
+    out["blas"] = blas_backend()
+    out["vectors_512"] = "-prefer-256-bit" in os.environ.get("NUMBA_CPU_FEATURES", "")
+    out["compiles"] = log.rows
+    top = [r for r in log.rows if r["depth"] == 0]
+    out["compiling_cpu"] = sum(r["cpu"] for r in top)
+    out["n_top_level"] = len(top)
+    out["n_compiles"] = len(log.rows)
+    out["compiling_after_warm"] = sum(r["cpu"] for r in top if r["phase"] == "after")
+    out["total_cpu"] = _cpu() - t0
+    return out
+
+
+def run_child(args, cache_dir: str) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--config", args.config]
+    if args.cli:
+        cmd += ["--cli", str(args.cli)]
+    for kv in args.set:
+        cmd += ["--set", kv]
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    m0 = machine_busy()
+    w0 = time.perf_counter()
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=3600)
+    wall = time.perf_counter() - w0
+    m1 = machine_busy()
+    for line in p.stdout.splitlines()[::-1]:
+        if line.startswith("RESULT:"):
+            res = json.loads(line[len("RESULT:"):])
+            res["wall"] = wall
+            if m0 is not None and m1 is not None:
+                res["other_cores"] = max(0.0, (m1 - m0) - res["total_cpu"]) / wall
+            return res
+    raise SystemExit(f"child failed:\n{p.stderr[-3000:]}")
+
+
+def print_breakdown(rows: list[dict], min_cpu: float) -> None:
+    # events end callee-first: a caller's row comes after its callees' rows; print in
+    # call order (callers before callees) by walking the events backwards
+    order = []
+    stack: list[tuple[int, list]] = [(-1, order)]
+    for r in reversed(rows):
+        while stack[-1][0] >= r["depth"]:
+            stack.pop()
+        node = (r, [])
+        stack[-1][1].append(node)
+        stack.append((r["depth"], node[1]))
+
+    def walk(nodes, indent):
+        for r, kids in reversed(nodes):
+            if r["cpu"] >= min_cpu:
+                print(f"  {r['cpu']:7.2f}  {'  ' * indent}{r['name']}")
+            walk(kids, indent + 1)
+
+    walk(order, 0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default=DEFAULT_CONFIG)
+    ap.add_argument("--repeats", type=int, default=2, help="cold/warm pairs (default 2)")
+    ap.add_argument("--cli", type=int, default=0, metavar="N",
+                    help="run the whole `thermonet run` for N iterations in each child")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config value, as `thermonet run --set` (repeatable)")
+    ap.add_argument("--min", type=float, default=0.05, dest="min_cpu",
+                    help="breakdown: hide compiles under this many CPU seconds")
+    ap.add_argument("--json", help="write every child's result here")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.config = os.path.abspath(args.config)
+    if args.child:
+        print("RESULT:" + json.dumps(child(args)), flush=True)
+        return 0
+
+    v = versions()
+    flags = cpu_flags()
+    simd = ", ".join(f for f in ("avx2", "fma", "avx512f") if f in flags)
+    print(f"machine : {cpu_model()} (LLVM {v.get('llvm_cpu')}; {simd}), {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"versions: python {v['python']}, thermonet {v['thermonet']}, numpy {v['numpy']}, "
+          f"numba {v['numba']}, llvmlite {v['llvmlite']}")
+    print(f"config  : {os.path.relpath(args.config)}{''.join(' --set ' + kv for kv in args.set)}"
+          + (f", whole run of {args.cli} iterations" if args.cli else ", build + warm_kernels"))
+    results = []
+    for i in range(args.repeats):
+        with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+            cold = run_child(args, cache)
+            warm = run_child(args, cache)
+        results.append({"cold": cold, "warm": warm})
+        print(f"repeat {i + 1}: cold warm_kernels {cold['warm_kernels_cpu']:.2f} CPU s "
+              f"(compiling {cold['compiling_cpu']:.2f}, {cold['n_top_level']} top-level / "
+              f"{cold['n_compiles']} compiles), process {cold['total_cpu']:.1f} CPU s; warm "
+              f"{warm['warm_kernels_cpu']:.3f} CPU s (compiles: {warm['n_compiles']}); "
+              f"other processes {cold.get('other_cores', float('nan')):.1f} cores; "
+              f"BLAS {cold['blas']}; 512-bit vectors {cold.get('vectors_512')}", flush=True)
+        if args.cli:
+            print(f"          compiling after warm_kernels: {cold['compiling_after_warm']:.2f} "
+                  f"CPU s; whole run {cold['cli_cpu']:.1f} CPU s cold, "
+                  f"{warm['cli_cpu']:.1f} warm")
+    med = statistics.median
+    print(f"median  : cold warm_kernels {med(r['cold']['warm_kernels_cpu'] for r in results):.2f}"
+          f" CPU s, compiling {med(r['cold']['compiling_cpu'] for r in results):.2f} CPU s; "
+          f"warm {med(r['warm']['warm_kernels_cpu'] for r in results):.3f} CPU s")
+    print("breakdown of the first cold child (thread CPU s, callees indented under callers):")
+    print_breakdown(results[0]["cold"]["compiles"], args.min_cpu)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": cpu_model(), "versions": v, "config": args.config,
+                       "results": results}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
