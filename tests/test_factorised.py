@@ -51,6 +51,11 @@ def test_every_quantity_equals_dense_numpy(method):
     assert np.allclose(fac.diagonal(), np.diag(a), rtol=1e-12)
     assert np.allclose(fac.covariance(), inv, rtol=1e-9, atol=1e-12)
     assert (fac.eigenvalues is None) == (method == "cholesky")
+    s_root = fac.from_white(np.eye(30))                               # S, S S^T = A^-1
+    assert np.allclose(s_root @ s_root.T, inv, rtol=1e-9, atol=1e-12)
+    v = b[:, 1]
+    assert np.allclose(fac.to_white(v), s_root.T @ v, rtol=1e-10, atol=1e-12)
+    assert np.allclose(fac.from_white(v), s_root @ v, rtol=1e-10, atol=1e-12)
 
 
 def test_auto_switches_at_the_size_limit_and_a_saddle_falls_back_to_eigh(monkeypatch):

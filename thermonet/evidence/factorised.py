@@ -107,6 +107,24 @@ class Factorised:
         assert lam is not None and u is not None
         return np.asarray((g @ u) / np.sqrt(lam))
 
+    def from_white(self, z: FloatArray) -> FloatArray:
+        """``S z`` for the square root ``S S^T = A^-1`` (``L^-T z``, or ``U diag(lam^-1/2)
+        z``): white coordinates ``z ~ N(0, I)`` mapped to ``N(0, A^-1)``."""
+        z = np.asarray(z, dtype=np.float64)
+        if self.factor is not None:
+            import scipy.linalg
+
+            return np.asarray(scipy.linalg.solve_triangular(self.factor, z, lower=True,
+                                                            trans="T"))
+        lam, u = self.eigenvalues, self.eigenvectors
+        assert lam is not None and u is not None
+        return np.asarray(u @ (z / np.sqrt(lam)))
+
+    def to_white(self, g: FloatArray) -> FloatArray:
+        """``S^T g``: a gradient in ``w`` as one in the white coordinates of :meth:`from_white`
+        (for a 1-D ``g``; :meth:`whiten` does rows)."""
+        return self.whiten(np.asarray(g, dtype=np.float64)[None])[0]
+
     def diagonal(self) -> FloatArray:
         """``diag(A)``."""
         if self.factor is not None:

@@ -9,8 +9,15 @@ At fixed hyperparameters (the re-estimated ``alpha_c`` and ``beta`` of a
 noise normalisation and ``sum_i prec_i w_i^2 / 2``). MacKay replaces the integral by the
 Gaussian around ``w_MP``; :func:`ti_cross_check` computes it by thermodynamic integration
 (:func:`~thermonet.evidence.ti.thermodynamic_integration`) from a diagonal reference fitted
-around the same ``w_MP``, inside a box of ``box_sigmas`` prior standard deviations (the
-Gaussian prior in ``M`` makes what lies beyond negligible). Both are the evidence of the basin
+around the same ``w_MP``. TI's reference is diagonal, and a network's posterior is strongly
+correlated (on the robot arm with 2 hidden units a diagonal reference gave an error bar of
+14 nats), so by default (``whiten``) the integral is taken in the white coordinates of the
+framework's own Hessian, ``w = w_MP + S z`` with ``S S^T = A^-1``
+(:meth:`~thermonet.evidence.factorised.Factorised.from_white`; the Jacobian adds
+``-ln det A / 2``): there the Laplace approximation is ``N(0, I)`` and what TI measures is
+exactly how far the posterior is from it. The box is ``box_sigmas`` standard deviations wide
+in each coordinate (the white ones, or the prior's without ``whiten``): the Gaussian prior in
+``M`` makes what lies beyond negligible. Both are the evidence of the basin
 around ``w_MP``: the chains of the bridges stay in it, and neither counts the hidden units'
 symmetric copies (the framework's ``log_symmetry`` term is left out of the comparison). Where
 the posterior is Gaussian in the basin the two agree within the TI error bar; the difference
@@ -26,12 +33,40 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.api import Potential
 from thermonet.errors import ConfigError
 from thermonet.evidence.ti import thermodynamic_integration
 from thermonet.evidence.ti_config import TIConfig
 from thermonet.priors import BoxPrior
+from thermonet.types import FloatArray
 
-__all__ = ["TICheck", "ti_cross_check"]
+__all__ = ["TICheck", "WhitenedPotential", "ti_cross_check"]
+
+
+class WhitenedPotential(Potential):
+    """``E(w_MP + S z)`` as a function of ``z``, for the square root ``S`` of a
+    :class:`~thermonet.evidence.factorised.Factorised` ``A^-1``."""
+
+    def __init__(self, base: Any, center: Any, factor: Any) -> None:
+        self.base = base
+        self.center = np.array(center, dtype=np.float64)
+        self.factor = factor
+        self.n_params = int(base.n_params)
+
+    def to_w(self, z: Any) -> FloatArray:
+        return np.ascontiguousarray(self.center + self.factor.from_white(z))
+
+    def energy(self, theta: Any) -> float:
+        return float(self.base.energy(self.to_w(theta)))
+
+    def energy_and_grad(self, theta: Any, grad_out: FloatArray | None = None
+                        ) -> tuple[float, FloatArray]:
+        e, g = self.base.energy_and_grad(self.to_w(theta))
+        out = self.factor.to_white(np.asarray(g))
+        if grad_out is not None:
+            grad_out[:] = out
+            out = grad_out
+        return float(e), out
 
 
 @dataclass
@@ -50,9 +85,10 @@ class TICheck:
 
 
 def ti_cross_check(result: Any, potential: Any, *, config: TIConfig | None = None,
-                   seed: Any = 0, box_sigmas: float = 50.0) -> TICheck:
+                   seed: Any = 0, box_sigmas: float = 50.0, whiten: bool = True) -> TICheck:
     """TI of the integral behind ``result.log_evidence_fixed`` (module docstring) on
-    ``potential`` (the one ``result`` was computed on), at ``result``'s hyperparameters."""
+    ``potential`` (the one ``result`` was computed on), at ``result``'s hyperparameters,
+    in the white coordinates of ``result``'s Hessian (``whiten``) or in the weights."""
     if not result.positive_definite:
         raise ConfigError("the Hessian at w_MP is not positive definite: the framework has no "
                           "Gaussian evidence there to check")
@@ -64,13 +100,22 @@ def ti_cross_check(result: Any, potential: Any, *, config: TIConfig | None = Non
     potential.set_hyperparameters(hyper, 1.0)
     prec = np.array(potential.prec, dtype=np.float64)
     theta = np.asarray(result.theta, dtype=np.float64)
-    half = box_sigmas / np.sqrt(prec)
-    if np.any(np.abs(theta) >= half):
-        raise ConfigError(f"w_MP lies outside {box_sigmas} prior standard deviations; "
-                          "expected a larger box_sigmas")
+    log_norm = 0.5 * float(np.sum(np.log(prec / (2.0 * math.pi))))
     t0 = time.perf_counter()
-    ti = thermodynamic_integration(potential, theta, BoxPrior(2.0 * half), config, seed=seed)
-    log_ev = ti.log_integral + 0.5 * float(np.sum(np.log(prec / (2.0 * math.pi))))
+    if whiten:
+        fac = result.hessian_factor()
+        white = WhitenedPotential(potential, theta, fac)
+        box = BoxPrior(np.full(theta.shape[0], 2.0 * box_sigmas))
+        ti = thermodynamic_integration(white, np.zeros_like(theta), box, config, seed=seed)
+        log_norm -= 0.5 * fac.log_det
+    else:
+        half = box_sigmas / np.sqrt(prec)
+        if np.any(np.abs(theta) >= half):
+            raise ConfigError(f"w_MP lies outside {box_sigmas} prior standard deviations; "
+                              "expected a larger box_sigmas")
+        ti = thermodynamic_integration(potential, theta, BoxPrior(2.0 * half), config,
+                                       seed=seed)
+    log_ev = ti.log_integral + log_norm
     err = float(ti.log_integral_error)
     diff = log_ev - float(result.log_evidence_fixed)
     return TICheck(laplace=float(result.log_evidence_fixed), ti=log_ev, ti_error=err,
