@@ -14,7 +14,11 @@ from thermonet.cli import main
 from thermonet.data import load_data
 from thermonet.errors import ConfigError
 from thermonet.evidence.mackay_classify import mackay_classifier
-from thermonet.evidence.mackay_models import compare_classifiers, layer_groups
+from thermonet.evidence.mackay_models import (
+    compare_classifiers,
+    format_classifiers,
+    layer_groups,
+)
 from thermonet.registry import get_architecture
 
 
@@ -57,6 +61,10 @@ def test_a_row_is_the_framework_at_its_seeded_start_with_the_errors_of_w_mp():
                    - np.log(np.exp(z).sum(1)))
     assert row.test_nll == pytest.approx(nll, rel=1e-12)
     assert row.factorisation == "eigh"
+    header, line = format_classifiers([row]).splitlines()
+    assert header.split()[:3] == ["model", "restart", "log"]
+    assert line.split()[:3] == ["mlp", "0", f"{row.log_evidence:.2f}"]
+    assert line.split()[-1] == ("yes" if row.converged else "no")
 
 
 def test_bad_input_is_one_line():

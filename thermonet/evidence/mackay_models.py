@@ -137,12 +137,9 @@ CLASSIFIER_HEADER = ("model", "restart", "log ev", "ln L(w_MP)", "Occam w", "Occ
 
 def format_classifiers(rows: Sequence[ClassifierRow]) -> str:
     """The comparison as a fixed-width text table, one line per network."""
-    lines = ["  ".join(f"{h:>10}" for h in CLASSIFIER_HEADER)]
-    for r in rows:
-        vals = [f"{r.model:>10}", f"{r.restart:>10d}"]
-        vals += [f"{v:>10.2f}" for v in (r.log_evidence, r.log_likelihood, r.log_occam_w,
-                                          r.log_occam_hyper, r.log_symmetry, r.gamma)]
-        vals += [f"{r.train_error:>10.4f}", f"{r.test_error:>10.4f}", f"{r.test_nll:>10.4f}",
-                 f"{r.n_iter:>10d}", f"{'yes' if r.converged else 'no':>10}"]
-        lines.append("  ".join(vals))
-    return "\n".join(lines)
+    from thermonet.evidence.mackay_sweep import fixed_width
+
+    return fixed_width(CLASSIFIER_HEADER, rows,
+                       lambda r: [f"{r.model:>10}", f"{r.restart:>10d}"],
+                       lambda r: [f"{r.train_error:>10.4f}", f"{r.test_error:>10.4f}",
+                                  f"{r.test_nll:>10.4f}"])

@@ -16,7 +16,8 @@ from thermonet.errors import ConfigError
 from thermonet.evidence.mackay import mackay_evidence
 from thermonet.kernels.threads import blas_single
 
-__all__ = ["SweepRow", "format_table", "mackay_sweep", "parse_hidden", "rank_correlation"]
+__all__ = ["SweepRow", "fixed_width", "format_table", "mackay_sweep", "parse_hidden",
+           "rank_correlation"]
 
 
 @dataclass
@@ -126,14 +127,22 @@ HEADER = ("H", "restart", "log ev", "ln L(w_MP)", "Occam w", "Occam hyp", "symme
           "gamma", "noise sd", "train err", "test err", "iter", "conv")
 
 
+def fixed_width(header: Sequence[str], rows: Sequence[Any], head: Callable[[Any], list[str]],
+                tail: Callable[[Any], list[str]]) -> str:
+    """A table of networks, one line each, every cell 10 wide: ``head(row)``, the evidence
+    terms and gamma (2 decimals), then ``tail(row)``."""
+    lines = ["  ".join(f"{h:>10}" for h in header)]
+    for r in rows:
+        terms = [f"{v:>10.2f}" for v in (r.log_evidence, r.log_likelihood, r.log_occam_w,
+                                           r.log_occam_hyper, r.log_symmetry, r.gamma)]
+        cells = [*head(r), *terms, *tail(r), f"{r.n_iter:>10d}",
+                 f"{'yes' if r.converged else 'no':>10}"]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
 def format_table(rows: Sequence[SweepRow]) -> str:
     """The sweep as a fixed-width text table, one line per network."""
-    lines = ["  ".join(f"{h:>10}" for h in HEADER)]
-    for r in rows:
-        vals = [f"{r.hidden:>10d}", f"{r.restart:>10d}"]
-        vals += [f"{v:>10.2f}" for v in (r.log_evidence, r.log_likelihood, r.log_occam_w,
-                                          r.log_occam_hyper, r.log_symmetry, r.gamma)]
-        vals += [f"{r.noise_std:>10.4f}", f"{r.train_error:>10.5f}", f"{r.test_error:>10.5f}",
-                 f"{r.n_iter:>10d}", f"{'yes' if r.converged else 'no':>10}"]
-        lines.append("  ".join(vals))
-    return "\n".join(lines)
+    return fixed_width(HEADER, rows, lambda r: [f"{r.hidden:>10d}", f"{r.restart:>10d}"],
+                       lambda r: [f"{r.noise_std:>10.4f}", f"{r.train_error:>10.5f}",
+                                  f"{r.test_error:>10.5f}"])
