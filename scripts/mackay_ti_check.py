@@ -31,6 +31,8 @@ def main() -> int:
     ap.add_argument("--bridges", type=int, default=100)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--box", type=float, default=10.0,
+                    help="half-width of the box in white standard deviations")
     args = ap.parse_args()
     split = load_data("robot-arm")
     config = TIConfig(n_bridges=args.bridges, n_samples=args.samples)
@@ -42,7 +44,7 @@ def main() -> int:
         pot = arch.potential(split.train)
         for rep in range(args.repeats):
             t0 = time.perf_counter()
-            c = ti_cross_check(r, pot, config=config, seed=1 + rep)
+            c = ti_cross_check(r, pot, config=config, seed=1 + rep, box_sigmas=args.box)
             print(f"{h:>3} {pot.n_params:>4} {r.gamma:>7.2f} {c.laplace:>16.3f} {c.ti:>10.3f} "
                   f"{c.ti_error:>8.3f} {c.difference:>13.3f} {c.z:>6.1f} "
                   f"{time.perf_counter() - t0:>6.0f} {r.converged!s:>5}", flush=True)

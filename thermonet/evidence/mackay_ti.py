@@ -85,10 +85,20 @@ class TICheck:
 
 
 def ti_cross_check(result: Any, potential: Any, *, config: TIConfig | None = None,
-                   seed: Any = 0, box_sigmas: float = 50.0, whiten: bool = True) -> TICheck:
+                   seed: Any = 0, box_sigmas: float | None = None,
+                   whiten: bool = True) -> TICheck:
     """TI of the integral behind ``result.log_evidence_fixed`` (module docstring) on
     ``potential`` (the one ``result`` was computed on), at ``result``'s hyperparameters,
-    in the white coordinates of ``result``'s Hessian (``whiten``) or in the weights."""
+    in the white coordinates of ``result``'s Hessian (``whiten``) or in the weights.
+
+    ``box_sigmas`` (default 10 white standard deviations, or 50 prior ones without
+    ``whiten``): the half-width of the box. A wider white box lets the bridges at small
+    lambda reach the basin's symmetric copies (robot arm, 3 hidden units: a box of 50 gave an
+    error bar of 141 nats, 10 and 5 gave -0.94 +- 0.28 and -1.02 +- 0.14); a Gaussian loses
+    ``d erfc(10/sqrt 2)`` ~ 1e-22 d of its mass outside 10.
+    """
+    if box_sigmas is None:
+        box_sigmas = 10.0 if whiten else 50.0
     if not result.positive_definite:
         raise ConfigError("the Hessian at w_MP is not positive definite: the framework has no "
                           "Gaussian evidence there to check")
