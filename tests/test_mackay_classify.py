@@ -209,3 +209,40 @@ def test_bad_groups_are_refused():
         GaussianPriorClassifier(base, {"a": slice(0, 9), "b": slice(5, base.n_params)})
     with pytest.raises(ConfigError, match="alpha0"):
         mackay_classifier(arch, data, alpha0=-1.0)
+
+
+def test_gauss_newton_curvature_is_j_lambda_j_and_positive_definite():
+    data = _softmax_data()
+    arch = get_architecture("mlp", n_inputs=2, hidden=[3], n_outputs=3,
+                            hidden_activation="tanh")
+    groups = arch.param_groups()
+    pot = GaussianPriorClassifier(arch.potential(data), groups, curvature="gauss-newton")
+    pot.set_hyperparameters(np.full(len(groups), 0.3), 1.0)
+    theta = np.random.default_rng(4).normal(0, 0.8, pot.n_params)
+    gn = pot.hessian(theta)
+    # independent: the logits' Jacobian by central differences (own step), the softmax
+    # Hessian of each case, summed case by case
+    d = pot.n_params
+    jac = np.empty((len(data.y), 3, d))
+    for i in range(d):
+        e = np.zeros(d)
+        e[i] = 1e-4
+        jac[:, :, i] = (pot.outputs(theta + e) - pot.outputs(theta - e)) / 2e-4
+    z = pot.outputs(theta)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    ref = np.diag(pot.prec.copy())
+    for n in range(len(data.y)):
+        ref += jac[n].T @ (np.diag(p[n]) - np.outer(p[n], p[n])) @ jac[n]
+    assert np.allclose(gn, ref, rtol=1e-6, atol=1e-8 * np.max(np.abs(ref)))
+    assert np.linalg.eigvalsh(gn - np.diag(pot.prec)).min() > -1e-8 * np.max(np.abs(gn))
+    # it differs from the exact Hessian by the residual term only: equal at no point here
+    exact = GaussianPriorClassifier(arch.potential(data), groups)
+    exact.set_hyperparameters(np.full(len(groups), 0.3), 1.0)
+    assert not np.allclose(exact.hessian(theta), gn, rtol=1e-3)
+    r = mackay_classifier(arch, data, seed=0, tol=1e-6, max_iter=200, curvature="gauss-newton",
+                          groups={"layer1": np.arange(0, 9),
+                                  "layer2": np.arange(9, arch.n_params)})
+    assert r.positive_definite and math.isfinite(r.log_evidence)
+    with pytest.raises(ConfigError, match="expected one of"):
+        GaussianPriorClassifier(arch.potential(data), groups, curvature="fisher")

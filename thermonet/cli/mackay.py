@@ -18,6 +18,10 @@ import click
 @click.option("--groups", "grouping", type=click.Choice(["layer", "weights-biases"]),
               default="layer", show_default=True,
               help="With --arch: one weight decay per layer, or per layer's weights and biases.")
+@click.option("--curvature", type=click.Choice(["gauss-newton", "exact"]), default="gauss-newton",
+              show_default=True, help="With --arch: the Hessian A of the classifiers, exact or "
+              "the positive definite Gauss-Newton form (the exact one of M1 on D500 was "
+              "indefinite at w_MP).")
 @click.option("--newton-steps", type=int, default=None,
               help="Newton steps after each minimisation [default: 4; with --arch: 0, each "
               "costs a Hessian and its factorisation].")
@@ -44,7 +48,8 @@ import click
 @click.option("--json", "as_json", is_flag=True,
               help="Print the rows as JSON instead (progress still goes to stderr).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def mackay(data_name: str | None, archs: str | None, grouping: str, newton_steps: int | None,
+def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: str,
+           newton_steps: int | None,
            hidden: str, restarts: int, seed: int, activation: str,
            max_iter: int, tol: float, hessian_method: str, plot_path: str | None,
            out_path: str | None, as_json: bool, quiet: bool) -> None:
@@ -86,8 +91,8 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, newton_steps
 
         check_output(out_path)
     if archs is not None:
-        _classifiers(archs, data_name or "D500", grouping, restarts, seed, max_iter, tol,
-                     0 if newton_steps is None else newton_steps, out_path, as_json, quiet)
+        _classifiers(archs, data_name or "D500", grouping, curvature, restarts, seed, max_iter,
+                     tol, 0 if newton_steps is None else newton_steps, out_path, as_json, quiet)
         return
     widths = parse_hidden(hidden)
     data_name = data_name or "robot-arm"
@@ -130,7 +135,8 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, newton_steps
         plot_mackay_sweep(rows, plot_path)
 
 
-def _classifiers(archs: str, data_name: str, grouping: str, restarts: int, seed: int,
+def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, restarts: int,
+                 seed: int,
                  max_iter: int, tol: float, newton_steps: int, out_path: str | None,
                  as_json: bool, quiet: bool) -> None:
     """``--arch``: classifiers compared by their evidence."""
@@ -148,7 +154,8 @@ def _classifiers(archs: str, data_name: str, grouping: str, restarts: int, seed:
 
             done.append(row.as_dict())
             write_json(out_path, {"command": "mackay", "arch": names, "data": data_name,
-                                  "groups": grouping, "restarts": restarts, "seed": seed,
+                                  "groups": grouping, "curvature": curvature,
+                                  "restarts": restarts, "seed": seed,
                                   "max_iter": max_iter, "tol": tol,
                                   "newton_steps": newton_steps, "rows": done})
         if not quiet:
@@ -168,7 +175,8 @@ def _classifiers(archs: str, data_name: str, grouping: str, restarts: int, seed:
 
     rows = compare_classifiers(names, data_name, restarts, seed=seed, grouping=grouping,
                                progress=progress, max_iter=max_iter, tol=tol,
-                               newton_steps=newton_steps, on_cycle=cycle)
+                               newton_steps=newton_steps, on_cycle=cycle,
+                               curvature=curvature)
     if as_json:
         click.echo(json.dumps({"rows": [r.as_dict() for r in rows]}, default=float))
         return

@@ -45,7 +45,10 @@ from thermonet.evidence.mackay import MacKayResult, jacobian, log_symmetry_facto
 from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.types import FloatArray
 
-__all__ = ["GaussianPriorClassifier", "mackay_classifier", "moderated_outputs"]
+__all__ = ["CURVATURES", "GaussianPriorClassifier", "mackay_classifier", "moderated_outputs"]
+
+#: the curvatures ``A`` can be built from
+CURVATURES = ("exact", "gauss-newton")
 
 #: not used by the framework (it reads only the groups); required by HyperGroup
 _UNUSED_PRIOR = GammaPrior(1.0, 1.0)
@@ -65,10 +68,19 @@ class GaussianPriorClassifier(Potential):
         The weight groups, one ``alpha_c`` each (e.g. ``arch.param_groups()``).
     scales : dict of str -> float, optional
         ``s_c`` of ``prec = alpha_c s_c`` (default 1).
+    curvature : {"exact", "gauss-newton"}
+        "gauss-newton": ``A = sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n + diag(prec)``, ``J_n``
+        the Jacobian of case n's logits (central differences) and ``p_n`` its softmax: the
+        exact Hessian without the term in the residuals ``p_n - t_n`` times the logits'
+        second derivatives, always positive definite. For large networks whose exact
+        Hessian is indefinite at the end of L-BFGS (M(1) on D500, docs/evidence.md).
     """
 
-    def __init__(self, base: Any, groups: dict[str, Any], scales: dict[str, float] | None = None
-                 ) -> None:
+    def __init__(self, base: Any, groups: dict[str, Any], scales: dict[str, float] | None = None,
+                 curvature: str = "exact") -> None:
+        if curvature not in CURVATURES:
+            raise ConfigError(f"curvature = {curvature!r}; expected one of {CURVATURES}")
+        self.curvature = curvature
         self.base = base
         self.n_params = int(base.n_params)
         self.n_residuals = int(getattr(base, "n_data", 0))
@@ -97,7 +109,8 @@ class GaussianPriorClassifier(Potential):
             self._hess = "closed"
         else:
             self._hess = "fd"
-        self.hessian_method = "fd" if self._hess == "fd" else "analytic"
+        self.hessian_method = ("fd" if self._hess == "fd" and curvature == "exact"
+                               else "analytic")
 
     def hyper_model(self) -> HyperModel:
         return HyperModel(tuple(HyperGroup(n, i, _UNUSED_PRIOR, s) for n, i, s in self._groups),
@@ -134,9 +147,11 @@ class GaussianPriorClassifier(Potential):
         """``nabla nabla G + diag(prec)``: the base's exact Hessian, or the compiled closed form
         of one hidden layer with the softmax cross-entropy, or finite differences."""
         th = as_theta(theta, self.n_params, what="theta")
-        if self._hess == "fd":
+        if self.curvature == "gauss-newton":
+            h = self.gauss_newton(th)
+        elif self._hess == "fd":
             return super().hessian(th, index=index)
-        if self._hess == "base":
+        elif self._hess == "base":
             h = dense_hessian(self.base, th, column_block=column_block, threads=threads,
                               symmetrise=False)
             h[np.diag_indices_from(h)] += self.prec
@@ -158,6 +173,24 @@ class GaussianPriorClassifier(Potential):
         idx = np.asarray(index, dtype=np.int64)
         return np.ascontiguousarray(h[np.ix_(idx, idx)])
 
+    def gauss_newton(self, theta: FloatArray) -> FloatArray:
+        """``sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n + diag(prec)`` (softmax outputs)."""
+        if int(getattr(getattr(self.base, "arch", None), "out_act", 0)) & 1:
+            raise ConfigError("the Gauss-Newton curvature covers softmax outputs only; this "
+                              "network has logistic outputs: use curvature = 'exact'")
+        jac = jacobian(self, theta, None)                               # (n, K, d)
+        z = self.outputs(theta, None)
+        z = z - z.max(axis=1, keepdims=True)
+        prob = np.exp(z)
+        prob /= prob.sum(axis=1, keepdims=True)
+        root = np.sqrt(prob)[:, :, None]
+        # diag(p) - p p^T = M M^T with M = diag(sqrt p)(I - sqrt p sqrt p^T): rows M^T J_n
+        b = root * (jac - np.einsum("nk,nkd->nd", prob, jac)[:, None, :])
+        flat = b.reshape(-1, self.n_params)
+        h = flat.T @ flat
+        h[np.diag_indices_from(h)] += self.prec
+        return np.asarray(h)
+
     def outputs(self, theta: FloatArray, x: Any = None) -> FloatArray:
         """The logits (softmax inputs, or a logistic output's activation), ``(n, K)``."""
         return np.asarray(self.base.logits(theta, x), dtype=np.float64)
@@ -165,17 +198,19 @@ class GaussianPriorClassifier(Potential):
 
 def mackay_classifier(arch: Any, data: Any, *, seed: int = 0, init_std: float = 0.3,
                       alpha0: float = 1.0, groups: dict[str, Any] | None = None,
-                      **options: Any) -> MacKayResult:
+                      curvature: str = "exact", **options: Any) -> MacKayResult:
     """MacKay's classification framework for an ``mlp`` architecture on ``data`` (``.x``,
     integer ``.y``): one ``alpha_c`` per group of ``groups`` (default: each layer's weights
     and each layer's biases, ``arch.param_groups()``), random starting weights ``N(0,
     init_std^2)`` from ``seed``, then :func:`~thermonet.evidence.mackay.reestimate` with the
     architecture's symmetry factor (the hidden units' permutations and, for tanh, sign
-    flips). ``options`` go to ``reestimate``."""
+    flips). ``curvature``: see :class:`GaussianPriorClassifier`. ``options`` go to
+    ``reestimate``."""
     if not (alpha0 > 0 and math.isfinite(alpha0)):
         raise ConfigError(f"alpha0 = {alpha0!r}; expected a positive starting weight decay")
     base = arch.potential(data)
-    pot = GaussianPriorClassifier(base, arch.param_groups() if groups is None else groups)
+    pot = GaussianPriorClassifier(base, arch.param_groups() if groups is None else groups,
+                                  curvature=curvature)
     rng = np.random.default_rng(seed)
     theta0 = rng.normal(0.0, float(init_std), pot.n_params)
     hidden = [int(h) for h in arch.widths[1:-1]]
