@@ -78,7 +78,7 @@ import numpy as np
 
 from thermonet.errors import ConfigError
 from thermonet.evidence.curvature import resolve_method
-from thermonet.evidence.factorised import Factorised
+from thermonet.evidence.factorised import METHODS, Factorised
 from thermonet.evidence.mackay_level1 import level1
 from thermonet.types import FloatArray, IntArray
 
@@ -201,13 +201,18 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         The Hessian ``A`` (:func:`thermonet.evidence.curvature.hessian`): "auto" takes the
         potential's exact one (the one-hidden-layer ``mlp-regression`` has a compiled closed
         form), "fd" central differences of the gradient.
-    factorisation : {"auto", "eigh", "cholesky"}
+    factorisation : {"auto", "eigh", "cholesky", "slq"}
         How ``A`` is factorised (:func:`thermonet.evidence.factorised.factorise`; "auto":
-        the eigendecomposition up to 4,000 parameters, the Cholesky factor above).
+        the eigendecomposition up to 4,000 parameters, the Cholesky factor above; "slq":
+        never formed, ``ln det A`` and the group traces of ``A^-1`` estimated from
+        Hessian-vector products, :mod:`thermonet.evidence.slq`; no error bars on outputs).
     on_cycle : callable, optional
         Called with each cycle's record (``history``) as it ends: progress on long work.
     """
     resolve_method(potential, hessian_method)
+    if factorisation not in (*METHODS, "slq"):
+        raise ConfigError(f"factorisation = {factorisation!r}; expected one of "
+                          f"{(*METHODS, 'slq')}")
     d = int(potential.n_params)
     th = np.array(theta0, dtype=np.float64).ravel()
     if th.shape != (d,) or not np.all(np.isfinite(th)):

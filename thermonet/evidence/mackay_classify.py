@@ -173,6 +173,20 @@ class GaussianPriorClassifier(Potential):
         idx = np.asarray(index, dtype=np.int64)
         return np.ascontiguousarray(h[np.ix_(idx, idx)])
 
+    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
+            ) -> FloatArray:
+        """``A v`` for the rows of ``v_kp``: the base's exact product (the ``mlp``
+        R-operator) plus ``prec * v``; differences of the gradient for other bases."""
+        if self.curvature != "exact":
+            raise ConfigError("Hessian-vector products (factorisation 'slq') need curvature = "
+                              "'exact'; the Gauss-Newton form is built as a dense matrix here")
+        v = np.ascontiguousarray(np.atleast_2d(v_kp), dtype=np.float64)
+        if getattr(self.base, "hessian_method", None) == "rop":
+            out = np.asarray(self.base.hvp(theta, v, threads=threads)) + self.prec * v
+        else:
+            out = Potential.hvp(self, theta, v)
+        return out if np.ndim(v_kp) == 2 else out[0]
+
     def gauss_newton(self, theta: FloatArray) -> FloatArray:
         """``sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n + diag(prec)`` (softmax outputs)."""
         if int(getattr(getattr(self.base, "arch", None), "out_act", 0)) & 1:

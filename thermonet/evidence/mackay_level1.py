@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.evidence.curvature import hessian, resolve_method
+from thermonet.evidence.curvature import hessian, hvp, resolve_method
 from thermonet.evidence.factorised import EIGH_MAX, Factorised, factorise
 from thermonet.types import FloatArray
 
@@ -48,12 +48,26 @@ def minimise(potential: Any, theta: FloatArray, max_iter: int, method: str = "fd
     return np.asarray(res.x, dtype=np.float64)
 
 
+def factor_at(potential: Any, theta: FloatArray, method: str = "auto",
+              factorisation: str = "auto") -> Factorised:
+    """The Hessian of ``potential`` at ``theta``, factorised (``"slq"``: estimated from
+    Hessian-vector products with the same 32 probes every time, never formed)."""
+    if factorisation == "slq":
+        from thermonet.evidence.slq import stochastic_factorise
+
+        def matvec(v: FloatArray) -> FloatArray:
+            return hvp(potential, theta, v, method=method)
+
+        return stochastic_factorise(matvec, int(potential.n_params), seed=0)
+    return factorise(hessian(potential, theta, method=method), factorisation)
+
+
 def newton(potential: Any, theta: FloatArray, n_steps: int, method: str = "auto",
            factorisation: str = "auto") -> tuple[FloatArray, Factorised]:
     """Newton steps on ``M`` (halved until ``M`` does not increase) and the factorised Hessian
     at the last point (the potential's exact one under ``method = "auto"`` when it has one,
     finite differences of the gradient under ``"fd"``)."""
-    fac = factorise(hessian(potential, theta, method=method), factorisation)
+    fac = factor_at(potential, theta, method, factorisation)
     for _ in range(n_steps):
         if not fac.positive_definite:
             break
@@ -68,7 +82,7 @@ def newton(potential: Any, theta: FloatArray, n_steps: int, method: str = "auto"
         else:
             break
         theta = trial
-        fac = factorise(hessian(potential, theta, method=method), factorisation)
+        fac = factor_at(potential, theta, method, factorisation)
     return theta, fac
 
 
@@ -105,4 +119,4 @@ def level1(potential: Any, theta: FloatArray, lbfgs_iter: int, newton_steps: int
     return theta, fac
 
 
-__all__ = ["level1", "minimise", "newton"]
+__all__ = ["factor_at", "level1", "minimise", "newton"]
