@@ -169,7 +169,8 @@ def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, rest
 
     def cycle(record: dict[str, Any]) -> None:
         if not quiet:
-            click.echo(f"  cycle {record['iter']}: max |change of ln alpha| "
+            alphas = ", ".join(f"{a:.3g}" for a in record["hyper"])
+            click.echo(f"  cycle {record['iter']}: alpha {alphas}; max |change of ln alpha| "
                        f"{record['change']:.3g}, gamma {record['gamma']:.1f}, M(w_MP) "
                        f"{record['energy']:.2f} ({time.monotonic() - t0:.0f} s)", err=True)
 
