@@ -75,3 +75,30 @@ def test_bad_input_is_one_line():
         assert len(lines) == 1 and "Traceback" not in res.output, res.output
     with pytest.raises(ConfigError, match="positive integer"):
         compare_classifiers(["M1"], "D50", 0)
+
+
+def test_the_command_prints_progress_the_table_and_keeps_the_rows(tmp_path, monkeypatch):
+    import json
+
+    import thermonet.evidence.factorised as factorised
+    import thermonet.evidence.mackay_level1 as level1
+    import thermonet.registry as registry
+
+    # the large-network path (L-BFGS, Cholesky) on a small network: fast, and what M1 runs
+    monkeypatch.setattr(factorised, "EIGH_MAX", 100)
+    monkeypatch.setattr(level1, "EIGH_MAX", 100)
+    small = _small()
+    real = registry.get_architecture
+    monkeypatch.setattr(registry, "get_architecture",
+                        lambda name, **kw: small if name == "M1" else real(name, **kw))
+    out = tmp_path / "rows.json"
+    res = CliRunner().invoke(main, ["mackay", "--arch", "M1", "--data", "D50", "--restarts", "1", "--max-iter",
+                                    "2", "--tol", "1e-3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "cycle 1: alpha " in res.output and "M1 restart 0: log evidence" in res.output
+    saved = json.loads(out.read_text())
+    (row,) = saved["rows"]
+    assert saved["curvature"] == "gauss-newton" and saved["arch"] == ["M1"]
+    assert row["model"] == "M1" and row["n_params"] == small.n_params
+    assert row["factorisation"] == "cholesky" and row["n_iter"] <= 2
+    assert f"best evidence: M1 (restart 0), log evidence {row['log_evidence']:.2f}" in res.output
