@@ -92,8 +92,8 @@ def test_the_command_prints_progress_the_table_and_keeps_the_rows(tmp_path, monk
     monkeypatch.setattr(registry, "get_architecture",
                         lambda name, **kw: small if name == "M1" else real(name, **kw))
     out = tmp_path / "rows.json"
-    res = CliRunner().invoke(main, ["mackay", "--arch", "M1", "--data", "D50", "--restarts", "1", "--max-iter",
-                                    "2", "--tol", "1e-3", "--out", str(out)])
+    res = CliRunner().invoke(main, ["mackay", "--arch", "M1", "--data", "D50", "--restarts",
+                                    "1", "--max-iter", "2", "--tol", "1e-3", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "cycle 1: alpha " in res.output and "M1 restart 0: log evidence" in res.output
     saved = json.loads(out.read_text())
