@@ -144,10 +144,11 @@ def factorise(a: FloatArray, method: str = "auto") -> Factorised:
     if method not in METHODS:
         raise ConfigError(f"factorisation {method!r}; expected one of {METHODS}")
     d = a.shape[0]
+    finite = bool(np.all(np.isfinite(a)))     # one pass over a matrix of up to ~1.6 GB
     if method == "cholesky" or (method == "auto" and d > EIGH_MAX):
         import scipy.linalg
 
-        if np.all(np.isfinite(a)):
+        if finite:
             try:
                 low, _ = scipy.linalg.cho_factor(a, lower=True, check_finite=False)
                 # only the lower triangle is read below (LAPACK leaves the upper as it was)
@@ -155,7 +156,7 @@ def factorise(a: FloatArray, method: str = "auto") -> Factorised:
             except np.linalg.LinAlgError:
                 log.info("the Hessian (%d parameters) is not positive definite: "
                          "eigendecomposition instead of the Cholesky factor", d)
-    if not np.all(np.isfinite(a)):
+    if not finite:
         return Factorised("eigh", False, eigenvalues=np.full(d, math.nan),
                           eigenvectors=np.full((d, d), math.nan))
     lam, u = np.linalg.eigh(a)
