@@ -110,7 +110,10 @@ def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> Model
     n_traj = trajectories_from_settings(cfg.get("ladder", sampler), temps)
     mx = assess(trace, temps, n_trajectories=n_traj, start=start,
                 elapsed_s=ck.counters.get("elapsed_s"))
-    out = model_evidence(temps, np.asarray(trace["energy_k"])[start:n], mx.verdict)
+    # the energies the temperature divides (a regression prior is not tempered); traces
+    # written before they were recorded have only the slots' energies, equal for box priors
+    energies = trace.get("swap_energy_k", trace["energy_k"])
+    out = model_evidence(temps, np.asarray(energies)[start:n], mx.verdict)
     if out is None:
         raise ConfigError(f"{run_dir} has {n - start} iterations after the discard; expected "
                           f"at least 2 (continue it with `thermonet resume {run_dir}`)")

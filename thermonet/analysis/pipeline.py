@@ -287,7 +287,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     flow = replica_flow(tr["replica_k"][sl]) if k_n > 1 and "replica_k" in tr else None
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
     evidence = None if gaussian or n_used < 2 else model_evidence(
-        temps, np.asarray(tr["energy_k"], dtype=np.float64)[sl], mx.verdict)
+        temps, np.asarray(tr.get("swap_energy_k", tr["energy_k"]), dtype=np.float64)[sl],
+        mx.verdict)
     table["acceptance_err"] = mx.acceptance.error
     table["rhat_train_energy"] = mx.diagnostics["rhat"]
     table["ess_bulk_train_energy"] = mx.diagnostics["ess_bulk"]
@@ -369,7 +370,7 @@ def hyper_widths(arch: Any, split: Any, h_nkj: Any) -> dict[str, Any]:
     with autocorrelation-aware standard errors; names from the potential's ``hyper_model``."""
     hm = getattr(arch.potential(split.train), "hyper_model", None)
     h = np.asarray(h_nkj, dtype=np.float64)
-    if hm is None or h.ndim != 3:
+    if hm is None or h.ndim != 3 or h.shape[2] == 0:
         return {}
     names = hm().names()
     if len(names) != h.shape[2]:

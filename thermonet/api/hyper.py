@@ -138,6 +138,27 @@ class HyperModel:
         return ([g.name for g in self.groups] + (["noise"] if self.noise is not None else [])
                 + [t.name for t in self.tops])
 
+    def sample(self, rng: np.random.Generator) -> FloatArray:
+        """Hyperparameters drawn exactly from their priors, in the order of :meth:`names`:
+        each top-level mean first, then every group's precision given them, then the noise
+        precision (the hot end of a ladder anchored at the prior, whose weights are then
+        drawn at these precisions). Top levels whose members are parameters (Neal's scale
+        factors) are drawn with the parameters, not here: refused."""
+        if any(top.log_index for top in self.tops):
+            raise ConfigError("the hyperparameters of a scale-factor model are partly "
+                              "parameters; no exact prior draw of them alone: use "
+                              "parameterisation = 'direct' for a prior rung")
+        h = np.empty(self.n_hyper)
+        for j, top in enumerate(self.tops):
+            h[self.top_offset + j] = draw_gamma(top.prior.gamma_shape, top.prior.gamma_rate,
+                                                rng)
+        for g in range(len(self.groups)):
+            prior = self.group_prior(g, h)
+            h[g] = draw_gamma(prior.gamma_shape, prior.gamma_rate, rng)
+        if self.noise is not None:
+            h[len(self.groups)] = draw_gamma(self.noise.gamma_shape, self.noise.gamma_rate, rng)
+        return h
+
     def group_prior(self, g: int, hyper: FloatArray) -> GammaPrior:
         """The Gamma prior of group g's precision given ``hyper``: its own hyperprior, or,
         under a top level, shape ``unit_shape`` and mean the top level's current value."""

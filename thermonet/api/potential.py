@@ -188,6 +188,16 @@ class Potential(abc.ABC):
         ``(constant-input weights, softmax-shift directions)``. The default: none."""
         return np.zeros(self.n_params, dtype=bool), np.zeros(self.n_params, dtype=bool)
 
+    def prior_sample(self, rng: np.random.Generator, hyper: FloatArray | None = None
+                     ) -> FloatArray | None:
+        """An exact draw from a proper prior that the potential's own energy carries, for a
+        prior rung (``beta = 0``) of a ladder whose temperature tempers only the likelihood
+        (a sampler's ``swap_energy``): the weights at the hyperparameters ``hyper`` (drawn
+        from their own priors by the caller, :meth:`thermonet.api.hyper.HyperModel.sample`)
+        or, for a prior without hyperparameters, at the fixed ones. None (the default) when
+        the prior is the run's box, which the prior rung then draws from."""
+        return None
+
     def bridge_trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
                           inv_mass: FloatArray, step: float, n_steps: int, wall: int,
                           half_width: FloatArray, runaway: float, lam: float,

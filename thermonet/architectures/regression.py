@@ -127,6 +127,27 @@ class RegressionPotential(Potential):
         """``-ln p(D|w, tau)`` (nats), without the prior term."""
         return self.tau * self.half_sse(theta) + self.const
 
+    def prior_sample(self, rng: np.random.Generator, hyper: FloatArray | None = None
+                     ) -> FloatArray:
+        """An exact draw of the weights from their Gaussian prior ``N(0, 1/prec)`` (at scale
+        1), at the hyperparameters ``hyper`` (in the order of :meth:`hyper_model`; the caller
+        draws them from their priors) or, without hyperparameters (``hierarchical = false``
+        and a known ``noise_std``), at the fixed precisions: the prior rung of a ladder."""
+        arch = self.arch
+        if arch.scaled:
+            raise ConfigError("a prior rung draws the weights from their prior, but with "
+                              "parameterisation = 'scale' the precisions are parameters; use "
+                              "parameterisation = 'direct' (same posterior) for a prior rung")
+        h = np.zeros(0) if hyper is None else np.asarray(hyper, dtype=np.float64)
+        if hyper is None and (arch.hierarchical or arch.noise_std is None):
+            raise ConfigError(
+                "a prior draw of this mlp-regression model's weights needs its "
+                f"hyperparameters (hierarchical = {arch.hierarchical}, noise_std = "
+                f"{arch.noise_std}); draw them first (HyperModel.sample) or set "
+                "hierarchical = false and a noise_std")
+        _, prec = arch.expand_hyper(h, 1.0)
+        return np.asarray(rng.normal(0.0, 1.0 / np.sqrt(prec)))
+
     # -- the Potential contract -------------------------------------------------------------
 
     def _theta(self, theta: Any) -> np.ndarray:
@@ -210,7 +231,8 @@ class RegressionMLP(Architecture):
     hierarchical : bool
         True (default): one prior precision per group with a Gamma hyperprior of width
         ``hyper_width`` and shape ``hyper_shape`` (Neal's and Rasmussen's vague 0.05 and 0.5).
-        False: fixed Gaussian widths ``weight_std``.
+        False: fixed Gaussian widths, ``weight_std`` for every group or one precision per
+        group from ``group_precisions``.
     hyper_width : float
         Width s of the groups' Gamma hyperprior (the precision's prior mean is 1/s^2).
     hyper_shape : float
@@ -243,6 +265,13 @@ class RegressionMLP(Architecture):
         initial phase, Sec. 2.3).
     output_bias_std : float
         Fixed prior width of the output biases (100; effectively unconstrained).
+    group_precisions : list of float, optional
+        With ``hierarchical = false``: one fixed precision per group, in the order of the
+        groups of the hierarchical model (:meth:`group_names`; the output weights' precision
+        is multiplied by the fan-in as there), e.g. the weight decays ``alpha_c`` that
+        MacKay's framework re-estimated, so that a run samples the same posterior that
+        framework approximates (docs/evidence.md). Default: ``1/weight_std^2`` for every
+        group.
     """
 
     name: ClassVar[str] = "mlp-regression"
@@ -254,7 +283,8 @@ class RegressionMLP(Architecture):
                  hierarchical: bool = True, hyper_width: float = 0.05,
                  hyper_shape: float = 0.5, ard: bool = False, weight_std: float = 1.0,
                  output_bias_std: float = 100.0, ard_levels: int = 2, ard_shape: float = 0.5,
-                 ard_top_shape: float = 1.0, parameterisation: str = "direct") -> None:
+                 ard_top_shape: float = 1.0, parameterisation: str = "direct",
+                 group_precisions: Sequence[float] | None = None) -> None:
         settings = dict(locals())
         settings.pop("self")
         settings.pop("__class__", None)
@@ -290,6 +320,7 @@ class RegressionMLP(Architecture):
         self.output_bias_std = _positive("output_bias_std", output_bias_std)
         self._n_params = int(k.n_params(self.widths))
         self._groups = self._make_groups()
+        self.group_precisions = self._fixed_precisions(group_precisions)
         if parameterisation not in PARAMETERISATIONS:
             raise ConfigError(f"architecture.parameterisation = {parameterisation!r}; expected "
                               f"one of {PARAMETERISATIONS}")
@@ -303,6 +334,28 @@ class RegressionMLP(Architecture):
         #: the same network in the direct parameterisation (the scaled one evaluates it)
         self.direct = self if not self.scaled else RegressionMLP(
             **{**settings, "parameterisation": "direct"})
+
+    def _fixed_precisions(self, values: Any) -> np.ndarray | None:
+        """The checked ``group_precisions`` (None when not given)."""
+        if values is None:
+            return None
+        names = self.group_names()
+        if self.hierarchical:
+            raise ConfigError("architecture.group_precisions fixes each group's prior "
+                              "precision, but hierarchical = true samples them; set "
+                              "hierarchical = false (or drop group_precisions)")
+        ok = (isinstance(values, (list, tuple, np.ndarray)) and len(values) == len(names)
+              and all(not isinstance(v, bool) and isinstance(v, (int, float, np.floating))
+                      and math.isfinite(v) and v > 0 for v in values))
+        if not ok:
+            raise ConfigError(f"architecture.group_precisions = {values!r}; expected "
+                              f"{len(names)} finite positive precisions, one per group "
+                              f"({', '.join(names)})")
+        return np.array([float(v) for v in values])
+
+    def group_names(self) -> list[str]:
+        """The names of the weight groups, in the order of their precisions."""
+        return [name for name, _, _ in self._groups]
 
     def _make_groups(self) -> list[tuple[str, np.ndarray, float]]:
         """(name, parameter indices, precision scale) of every hyperparameter group."""
@@ -363,9 +416,10 @@ class RegressionMLP(Architecture):
             raise ConfigError(f"hyperparameters {hyper!r}; expected {want} positive finite "
                               "precisions")
         prec = np.empty(self._n_params)
+        fixed = (self.group_precisions if self.group_precisions is not None else
+                 np.full(len(self._groups), 1.0 / self.weight_std ** 2))
         for g, (_, idx, s) in enumerate(self._groups):
-            prec[idx] = scale * s * (hyper[g] if self.hierarchical else
-                                     1.0 / self.weight_std ** 2)
+            prec[idx] = scale * s * (hyper[g] if self.hierarchical else fixed[g])
         prec[self.output_bias_index] = scale / self.output_bias_std ** 2
         tau = float(hyper[n_g]) if self.noise_std is None else 1.0 / self.noise_std ** 2
         return tau, prec
@@ -409,7 +463,9 @@ class RegressionMLP(Architecture):
                 "widths": [int(w) for w in self.widths],
                 "hidden_activation": self.hidden_activation, "noise_std": self.noise_std,
                 "hierarchical": self.hierarchical, "ard": self.ard,
-                "ard_levels": self.ard_levels, "parameterisation": self.parameterisation}
+                "ard_levels": self.ard_levels, "parameterisation": self.parameterisation,
+                "group_precisions": (None if self.group_precisions is None
+                                     else self.group_precisions.tolist())}
 
     def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
         """Permutations of every hidden layer (each Gaussian prior group holds a whole layer,

@@ -248,6 +248,8 @@ def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) ->
     if math.isfinite(b["min_test_error_temperature"]):
         click.echo(f"minimum test squared error {b['min_test_error']:.5g} at T = "
                    f"{b['min_test_error_temperature']:.4g}")
+    if m.get("log_evidence"):
+        click.echo(f"evidence   {m['log_evidence']['text']}")
     click.echo(f"verdict    {m['verdict']['text']}")
     click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
     for w in a.warnings:

@@ -140,8 +140,9 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                 "attempts per iteration of random-pairs (unset: K)"),
     "prior_rung": (False, (bool,), None,
                    ("add a rung at T = inf (beta = 0) above the ladder that draws exact, "
-                    "independent samples from the box prior: a replica that reaches it is "
-                    "regenerated (a restart; Syed et al. 2022)")),
+                    "independent samples from the prior (the box; an mlp-regression "
+                    "model's own Gaussian prior, its hyperparameters drawn first): a replica "
+                    "that reaches it is regenerated (a restart; Syed et al. 2022)")),
     "adapt_rounds": (0, (int,), _NONNEG_INT,
                      ("warm-up rounds of ladder adaptation before iteration 1, each twice as "
                       "long as the one before: the rungs move to equalise the swap rejection "

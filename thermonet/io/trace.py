@@ -322,7 +322,10 @@ def read_trace(run_dir: str | Path, *, samples: bool = False, run_uuid: str | No
             s_it.append(arrays["samples/iteration"])
             s_th.append(arrays["samples/theta"])
     _note_unsigned(Path(run_dir), unsigned)
-    out = {k: np.concatenate(v) for k, v in parts.items()}
+    # a field added by a later release exists only in the segments written since: leave it
+    # out rather than misalign it with the iterations
+    n_seg = max((len(v) for v in parts.values()), default=0)
+    out = {k: np.concatenate(v) for k, v in parts.items() if len(v) == n_seg}
     if samples:
         out["samples_iteration"] = np.concatenate(s_it) if s_it else np.zeros(0, np.int64)
         out["samples_theta"] = np.concatenate(s_th) if s_th else np.zeros((0, 0, 0))

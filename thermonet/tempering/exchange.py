@@ -75,13 +75,17 @@ class REInfo(NamedTuple):
     swap_attempted_k: IntArray    #: (K-1,) attempts on pair (k, k+1)
     swap_accepted_k: IntArray     #: (K-1,) accepted exchanges on pair (k, k+1)
     replica_k: IntArray           #: (K,) replica at each slot after the iteration
+    #: (K,) the energy the temperature divides at each slot (``Sampler.swap_energy``): equal
+    #: to ``energy_k`` unless the target has untempered terms (a regression network's prior),
+    #: and what the free energies along the ladder are computed from
+    swap_energy_k: FloatArray
 
     @classmethod
     def axes(cls) -> dict[str, str]:
         """The trailing axis of each field: ``slot`` (K values) or ``pair`` (K - 1)."""
         return {"energy_k": "slot", "n_accepted_k": "slot", "n_divergent_k": "slot",
                 "step_size_k": "slot", "swap_attempted_k": "pair", "swap_accepted_k": "pair",
-                "replica_k": "slot"}
+                "replica_k": "slot", "swap_energy_k": "slot"}
 
 
 class ReplicaExchange:
@@ -357,7 +361,8 @@ class ReplicaExchange:
             attempted, accepted = self._swaps(slots, replica_k, swap_rng, iteration)
         info = REInfo(np.array([s.energy for s in slots]), n_acc, n_div,
                       np.array([s.step_size for s in slots]), attempted, accepted,
-                      replica_k.copy())
+                      replica_k.copy(),
+                      np.array([self.samplers[k].swap_energy(s) for k, s in enumerate(slots)]))
         return REState(tuple(slots), replica_k), info
 
     def adapt(self, state: REState, streams: Streams, factor: float = 0.9,

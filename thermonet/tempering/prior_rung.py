@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from thermonet.api import Potential
 from thermonet.errors import ConfigError
 
 
@@ -39,28 +40,62 @@ class PriorRung:
         that the prior rung's states are of the same ``State`` class (with energy and gradient)
         as every other slot's and can be exchanged with them.
     prior : BoxPrior
-        Anything with ``sample(rng)`` returning a draw strictly inside the box.
+        Anything with ``sample(rng)`` returning a draw strictly inside the box; not used when
+        the inner sampler's potential draws from a proper prior of its own
+        (``prior_sample``: a regression network's Gaussian prior, with its hyperparameters
+        drawn first from their Gamma priors when it is hierarchical; the temperature does
+        not divide that prior, so ``swap_energy`` is the likelihood's and ``log Z(1)`` is the
+        evidence with the hyperparameters integrated out).
     """
 
     temperature = math.inf
 
     def __init__(self, inner: Any, prior: Any) -> None:
-        if prior is None or not hasattr(prior, "sample"):
+        # only a potential that overrides the hook has a prior of its own to draw from
+        own = getattr(inner.potential, "prior_sample", None)
+        if getattr(type(inner.potential), "prior_sample", None) is Potential.prior_sample:
+            own = None
+        hyper = getattr(inner, "hyper_model", None)
+        if hyper is not None and own is None:
+            raise ConfigError("a prior rung (ladder.prior_rung = true) draws from the prior, "
+                              f"but this sampler's target has a prior of its own ("
+                              f"{hyper.n_hyper} hyperparameters) that "
+                              f"{type(inner.potential).__name__} cannot draw exactly; set "
+                              "ladder.prior_rung = false and a finite t_max")
+        if own is not None and hyper is None:
+            raise ConfigError("a prior rung draws from the potential's own prior, but "
+                              f"{type(inner).__name__} divides the whole energy, prior term "
+                              "included, by T, so its target at beta = 0 is not that prior; "
+                              "use a sampler that tempers the likelihood only (hmc-gibbs) or "
+                              "ladder.prior_rung = false")
+        if prior is None and own is None:
             raise ConfigError("a prior rung (ladder.prior_rung = true) needs a proper prior "
                               "to draw from (the box prior); this run has none")
-        if getattr(inner, "hyper_model", None) is not None:
-            raise ConfigError("a prior rung (ladder.prior_rung = true) draws from the box prior, "
-                              "but this sampler's target has a hierarchical prior with "
-                              "hyperparameters, which has no exact draw here; set "
-                              "ladder.prior_rung = false and a finite t_max")
+        #: hyperparameters drawn with the weights (a hierarchical prior), or None
+        self.hyper_model = hyper if hyper is not None and hyper.n_hyper > 0 else None
         self.inner = inner
         self.prior = prior
+        self._own_sample = own
         self.potential = inner.potential
         self.masses = inner.masses
 
+    def sample(self, rng: np.random.Generator) -> tuple[Any, Any]:
+        """A configuration drawn from the prior, and its hyperparameters (None without a
+        hierarchy): the potential's own proper prior if it has one
+        (:meth:`thermonet.api.Potential.prior_sample`; hyperparameters first, from
+        :meth:`thermonet.api.hyper.HyperModel.sample`), else the box."""
+        if self._own_sample is None:
+            return self.prior.sample(rng), None
+        if self.hyper_model is None:
+            return self._own_sample(rng), None
+        hyper = self.hyper_model.sample(rng)
+        return self._own_sample(rng, hyper), hyper
+
     def draw(self, rng: np.random.Generator, step_size: float | None = None) -> Any:
         """A state at a fresh prior draw (energy and gradient evaluated once)."""
-        state = self.inner.init(self.prior.sample(rng))
+        theta, hyper = self.sample(rng)
+        state = (self.inner.init(theta) if hyper is None else
+                 self.inner.init(theta, hyper=hyper))
         return state if step_size is None else state._replace(step_size=step_size)
 
     def init(self, theta0: Any) -> Any:
