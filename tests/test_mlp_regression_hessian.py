@@ -114,11 +114,12 @@ def test_potential_hessian_equals_differences_of_the_compiled_gradient(activatio
     assert np.array_equal(sub, pot.hessian(theta)[np.ix_(idx, idx)])
 
 
-def test_deeper_networks_fall_back_to_differences():
+def test_deeper_networks_use_the_r_operator():
+    # checked against differences in tests/test_rop_regression.py
     arch = RegressionMLP(n_inputs=2, hidden=[3, 3], n_outputs=1)
     pot = arch.potential(x=np.zeros((4, 2)), y=np.zeros(4))
-    assert pot.hessian_method == "fd"
-    assert resolve_method(pot) == "fd"
+    assert pot.hessian_method == "rop"
+    assert resolve_method(pot) == "rop"
 
 
 def test_non_finite_network_gives_non_finite_hessian_not_an_error():

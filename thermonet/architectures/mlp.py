@@ -141,8 +141,9 @@ class MLPPotential(Potential):
 
     @property
     def hessian_method(self) -> str | None:  # type: ignore[override]
-        """``"rop"``: exact Hessian products by the compiled R-operator (float64 only)."""
-        logistic_hidden = not self._out & k.HIDDEN_TANH     # the R-operator's units
+        """``"rop"``: exact Hessian products by the compiled R-operator (float64, logistic
+        hidden units; tanh classifiers keep the generic scheme)."""
+        logistic_hidden = not self._out & k.HIDDEN_TANH
         return "rop" if self.dtype == np.dtype(np.float64) and logistic_hidden else None
 
     def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
@@ -151,14 +152,11 @@ class MLPPotential(Potential):
         ``threads``, default this potential's)."""
         if self.hessian_method is None:
             return super().hvp(theta, v_kp, threads=threads)
-        from thermonet.kernels.mlp_hessian import rop_hvp
+        from thermonet.kernels import mlp_hessian
 
         th = as_theta(theta, self.n_params, what="theta0")
-        v = np.ascontiguousarray(v_kp, dtype=np.float64)
-        out = np.empty_like(v)
-        with kt.limit(self.threads if threads is None else max(1, int(threads))):
-            rop_hvp(th, self._widths, self._out, self.x, self.y, self.block, v, out)
-        return out
+        return mlp_hessian.hvp(th, self._widths, self._out, self.x, self.y, self.block, v_kp,
+                               self.threads if threads is None else threads)
 
     def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
                 threads: int | None = None) -> FloatArray:
@@ -167,30 +165,14 @@ class MLPPotential(Potential):
         if self.hessian_method is None:
             return super().hessian(theta, index=index, column_block=column_block,
                                    threads=threads)
-        from thermonet.kernels.mlp_hessian import rop_hvp
+        from thermonet.kernels import mlp_hessian
 
         if int(column_block) < 1:
             raise ConfigError(f"column_block = {column_block}; expected a positive integer")
         th = as_theta(theta, self.n_params, what="theta0")
-        d = self.n_params
-        idx = np.arange(d) if index is None else np.asarray(index, dtype=np.int64)
-        n = idx.shape[0]
-        nthr = self.threads if threads is None else max(1, int(threads))
-        h = np.empty((n, n))
-        cb = min(int(column_block), max(n, 1))
-        eye = np.zeros((cb, d))
-        col = np.empty((cb, d))
-        with kt.limit(nthr):
-            for j0 in range(0, n, cb):
-                j1 = min(n, j0 + cb)
-                e = eye[:j1 - j0]
-                e[:] = 0.0
-                e[np.arange(j1 - j0), idx[j0:j1]] = 1.0
-                # row j of the result holds H e_j = column j (H is symmetric up to rounding)
-                rop_hvp(th, self._widths, self._out, self.x, self.y, self.block, e,
-                        col[:j1 - j0])
-                h[j0:j1] = col[:j1 - j0][:, idx] if index is not None else col[:j1 - j0]
-        return h
+        return mlp_hessian.hessian(th, self._widths, self._out, self.x, self.y, self.block,
+                                   index, column_block,
+                                   self.threads if threads is None else threads)
 
     def flat_coordinates(self) -> tuple[Any, Any]:
         """Coordinates along which the energy is flat by construction.

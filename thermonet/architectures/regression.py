@@ -36,6 +36,7 @@ from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel, TopLevel
 from thermonet.architectures.scale_factors import ScaleFactorPotential, scale_factors
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_hessian as krop
 from thermonet.kernels import mlp_regression as kr
 from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.types import FloatArray
@@ -101,8 +102,9 @@ class RegressionPotential(Potential):
         self.prec = np.empty(self.n_params)
         self.tau = 1.0
         self.const = 0.0
-        # the closed-form Hessian covers one hidden layer; deeper nets differentiate the gradient
-        self.hessian_method = "analytic" if len(self._widths) == 3 else "fd"
+        # one hidden layer: the compiled closed form (one pass over the data for the whole
+        # matrix); deeper nets: the R-operator, one product per column
+        self.hessian_method = "analytic" if len(self._widths) == 3 else "rop"
         self.set_hyperparameters(arch.initial_hyper(), 1.0)
 
     # -- hyperparameters --------------------------------------------------------------------
@@ -180,20 +182,44 @@ class RegressionPotential(Potential):
             self.prec, self.const)
         return float(e), int(n), int(status), int(n_ref)
 
+    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
+            ) -> FloatArray:
+        """Exact ``(tau nabla nabla S + diag(prec)) v`` for the rows of ``v_kp``, any depth:
+        the compiled R-operator (:mod:`thermonet.kernels.mlp_hessian`) on the squared error;
+        bitwise the same for any ``threads`` (default 1)."""
+        th = self._theta(theta)
+        v = np.ascontiguousarray(np.atleast_2d(v_kp), dtype=np.float64)
+        if v.shape[1] != self.n_params:
+            raise ConfigError(f"directions have {v.shape[1]} components; expected "
+                              f"{self.n_params}")
+        out = krop.hvp(th, self._widths, self._act, self.x, self.y, self.block, v,
+                       1 if threads is None else threads)
+        out *= self.tau
+        out += self.prec * v
+        return out if np.ndim(v_kp) == 2 else out[0]
+
     def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
                 threads: int | None = None) -> FloatArray:
-        """``tau nabla nabla S + diag(prec)``: exact (compiled closed form,
-        :mod:`thermonet.kernels.mlp_regression_hessian`) for one hidden layer, finite
-        differences of the gradient otherwise (:meth:`Potential.hessian`)."""
-        if self.hessian_method != "analytic":
-            return super().hessian(theta, index=index)
+        """``tau nabla nabla S + diag(prec)``, exact (not symmetrised): the compiled closed
+        form (:mod:`thermonet.kernels.mlp_regression_hessian`) for one hidden layer, the
+        R-operator column by column (``column_block`` columns per call, ``threads`` threads,
+        bitwise the same for any number) for deeper nets."""
+        th = self._theta(theta)
+        idx = None if index is None else np.asarray(index, dtype=np.int64)
+        if self.hessian_method == "rop":
+            if int(column_block) < 1:
+                raise ConfigError(f"column_block = {column_block}; expected a positive integer")
+            h = krop.hessian(th, self._widths, self._act, self.x, self.y, self.block, idx,
+                             column_block, 1 if threads is None else threads)
+            h *= self.tau
+            h[np.diag_indices_from(h)] += self.prec if idx is None else self.prec[idx]
+            return h
         out = np.empty((self.n_params, self.n_params))
-        krh.hessian(self._theta(theta), int(self._widths[0]), int(self._widths[1]),
-                    int(self._widths[2]), bool(self._act & k.HIDDEN_TANH), self.x, self.y,
-                    False, self.tau, self.prec, out)
-        if index is None:
+        krh.hessian(th, int(self._widths[0]), int(self._widths[1]), int(self._widths[2]),
+                    bool(self._act & k.HIDDEN_TANH), self.x, self.y, False, self.tau,
+                    self.prec, out)
+        if idx is None:
             return out
-        idx = np.asarray(index, dtype=np.int64)
         return np.ascontiguousarray(out[np.ix_(idx, idx)])
 
     def copy(self) -> RegressionPotential:

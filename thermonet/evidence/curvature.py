@@ -5,14 +5,17 @@ Three schemes, announced by each potential's ``hessian_method`` and implemented 
 :func:`hvp` add the checks, the asymmetry measure and symmetrisation:
 
 ``"rop"``
-    The built-in MLP (float64): Pearlmutter's R-operator (Neural Computation 6, 147 (1994)),
-    i.e. forward-mode differentiation of the backpropagation pass along a direction ``v``
+    Pearlmutter's R-operator (Neural Computation 6, 147 (1994)), i.e. forward-mode
+    differentiation of the backpropagation pass along a direction ``v``
     (:mod:`thermonet.kernels.mlp_hessian`), exact to rounding and independent of the number of
-    threads.
+    threads: the built-in float64 classifier MLP (logistic hidden units) and the regression
+    networks (``mlp-regression``) with two or more hidden layers; any potential announcing
+    "rop" with an exact ``hvp``/``hessian``.
 ``"analytic"``
     Potentials with a closed-form Hessian: the test systems' Gaussian (``diag(k)``), a
-    Gaussian prior term (``diag(s/s_i^2)`` added to its base potential's Hessian), and any
-    potential with a ``hessian(theta)`` method of its own.
+    Gaussian prior term (``diag(s/s_i^2)`` added to its base potential's Hessian), the
+    one-hidden-layer regression network (:mod:`thermonet.kernels.mlp_regression_hessian`),
+    and any potential with a ``hessian(theta)`` method of its own.
 ``"fd"``
     Everything else: central differences of the analytic gradient with one Richardson step,
     ``(4 D(h/2) - D(h)) / 3`` (error O(h^4), four gradients per column). This is NOT exact; the
@@ -58,9 +61,10 @@ def resolve_method(potential: Any, method: str = "auto") -> str:
         raise ConfigError(f"{type(potential).__name__} has no closed-form Hessian; use "
                           "method='auto' or 'fd'")
     if method == "rop" and own != "rop":
-        raise ConfigError(f"Hessian method 'rop' needs a potential with the compiled "
-                          f"R-operator (the built-in float64 MLP); got "
-                          f"{type(potential).__name__}: use method='auto' or 'fd'")
+        raise ConfigError(f"Hessian method 'rop' needs a potential that announces it "
+                          f"(hessian_method = 'rop': an exact R-operator product); got "
+                          f"{type(potential).__name__} with {own!r}: use method='auto' or "
+                          "'fd'")
     return method
 
 

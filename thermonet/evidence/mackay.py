@@ -17,8 +17,9 @@ biases). Its ``energy_and_grad`` is ``M`` and its gradient, ``half_sse`` is ``E_
 
 Level 1: ``w_MP`` minimises ``M`` (a trust-region Newton method when the potential has an
 exact Hessian, L-BFGS otherwise; then Newton steps on the Hessian ``A``). The regression
-network with one hidden layer has an exact, compiled one
-(:mod:`thermonet.kernels.mlp_regression_hessian`); ``hessian_method="fd"`` asks for central
+network has an exact, compiled one at any depth: a closed form for one hidden layer
+(:mod:`thermonet.kernels.mlp_regression_hessian`), Pearlmutter's R-operator for two or more
+(:mod:`thermonet.kernels.mlp_hessian`); ``hessian_method="fd"`` asks for central
 differences of the gradient instead.
 
 A classifier (:mod:`thermonet.evidence.mackay_classify`) has no ``half_sse`` and no noise
@@ -199,8 +200,9 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         Largest change of any ``ln alpha_c``/``ln beta`` in one cycle.
     hessian_method : {"auto", "fd", "analytic", "rop"}
         The Hessian ``A`` (:func:`thermonet.evidence.curvature.hessian`): "auto" takes the
-        potential's exact one (the one-hidden-layer ``mlp-regression`` has a compiled closed
-        form), "fd" central differences of the gradient.
+        potential's exact one (``mlp-regression``: the compiled closed form, "analytic", for
+        one hidden layer, the R-operator, "rop", for more), "fd" central differences of the
+        gradient.
     factorisation : {"auto", "eigh", "cholesky", "slq"}
         How ``A`` is factorised (:func:`thermonet.evidence.factorised.factorise`; "auto":
         the eigendecomposition up to 4,000 parameters, the Cholesky factor above; "slq":

@@ -1,11 +1,18 @@
 """Exact Hessian-vector products of the MLP energy: Pearlmutter's R-operator.
 
 Forward-mode differentiation of the backpropagation pass along a direction ``v`` (B. A.
-Pearlmutter, Neural Computation 6, 147 (1994)) gives ``H @ v`` exact to rounding for logistic
-hidden units, linear or logistic outputs and the softmax cross-entropy. :func:`rop_hvp` does a
-block of directions, each computed by one thread in a fixed order, so the result does not
-depend on the number of threads. Callers go through
-:meth:`thermonet.architectures.mlp.MLPPotential.hvp`.
+Pearlmutter, Neural Computation 6, 147 (1994)) gives ``H @ v`` exact to rounding for logistic or
+tanh hidden units, linear or logistic outputs, and the data term that fits the type of the
+targets (as in :mod:`thermonet.kernels.mlp`): the softmax cross-entropy of int64 labels or half
+the squared error of float targets (:mod:`thermonet.kernels.mlp_hessian_terms`). :func:`rop_hvp`
+does a block of directions, each computed by one thread in a fixed order, so the result does
+not depend on the number of threads. Callers go through
+:meth:`thermonet.architectures.mlp.MLPPotential.hvp` and
+:meth:`thermonet.architectures.regression.RegressionPotential.hvp`.
+
+With ``a = phi(z)`` the backward R pass needs ``phi''(z) R{z} = (phi''/phi') R{a}``:
+``phi''/phi' = 1 - 2a`` for the logistic unit (``phi' = a(1 - a)``) and ``-2a`` for tanh
+(``phi' = 1 - a^2``).
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import numpy as np
 
 from thermonet.kernels import mlp as k
 from thermonet.kernels.jit import kernel, prange
+from thermonet.kernels.mlp_hessian_terms import data_term_and_delta, data_term_curvature
+from thermonet.kernels.threads import limit
 
 
 @kernel
@@ -37,17 +46,20 @@ def _count_nonzero(v, stop):
 
 
 @kernel
-def _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v, out, ra, rgz, rgz2):
+def _rop_direction(theta, widths, out_act, xb, yb, acts, gz, ga, ds, v, out, ra, rgz, rgz2):
     """Add ``H_block @ v`` (the Hessian of one data block's energy along ``v``) to ``out``.
 
     ``acts`` holds the activations ``a_l`` (l = 1..L, row-major ``(rows, n_l)``, concatenated),
     ``gz`` the base back-propagated ``dE/dz_l``, ``ga`` the base ``dE/da_l`` (hidden layers),
-    ``ds`` ``dE/ds`` of the softmax inputs ``s`` (the logits). ``ra`` (same layout as ``acts``)
-    receives ``R{a_l}``; ``rgz``/``rgz2`` are scratch of ``rows * max width`` entries.
+    ``ds`` ``dE/ds`` of the outputs ``s`` (the logits); ``yb`` (the block's targets) selects
+    the data term. ``ra`` (same layout as ``acts``) receives ``R{a_l}``; ``rgz``/``rgz2`` are
+    scratch of ``rows * max width`` entries.
     """
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     n_cls = widths[n_layers]
+    tanh = (out_act & k.HIDDEN_TANH) != 0
+    logistic_out = (out_act & k.OUTPUT_MASK) == k.LOGISTIC
     # ---- forward R pass: R{z_l} = R{a_{l-1}} W_l^T + a_{l-1} V_l^T + R{b_l}
     p_off = 0
     a_off = 0
@@ -94,8 +106,12 @@ def _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v, out, ra, rgz
             for r in range(rows):
                 for c in range(n_out):
                     rz[r, c] += vb[c]
-        if layer < n_layers - 1 or out_act == k.LOGISTIC:
-            a = acts[a_off:a_off + rows * n_out].reshape((rows, n_out))
+        a = acts[a_off:a_off + rows * n_out].reshape((rows, n_out))
+        if layer < n_layers - 1 and tanh:
+            for r in range(rows):
+                for c in range(n_out):
+                    rz[r, c] *= 1.0 - a[r, c] * a[r, c]
+        elif layer < n_layers - 1 or logistic_out:
             for r in range(rows):
                 for c in range(n_out):
                     rz[r, c] *= a[r, c] * (1.0 - a[r, c])
@@ -103,24 +119,12 @@ def _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v, out, ra, rgz
         prev_off = a_off
         a_off += rows * n_out
     out_off = prev_off
-    # ---- R{dE/ds} = (diag(p) - p p^T) R{s}, then through a logistic output if any
+    # ---- R{dE/ds} = L R{s} (the data term's curvature), then through a logistic output if any
     s = acts[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
     rs = ra[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
     cur = rgz[:rows * n_cls].reshape((rows, n_cls))
-    for r in range(rows):
-        m = s[r, 0]
-        for c in range(1, n_cls):
-            m = max(m, s[r, c])
-        tot = 0.0
-        for c in range(n_cls):
-            tot += np.exp(s[r, c] - m)
-        dot = 0.0
-        for c in range(n_cls):
-            dot += np.exp(s[r, c] - m) / tot * rs[r, c]
-        for c in range(n_cls):
-            p = np.exp(s[r, c] - m) / tot
-            cur[r, c] = p * (rs[r, c] - dot)
-    if out_act == k.LOGISTIC:
+    data_term_curvature(s, yb, rs, cur)
+    if logistic_out:
         for r in range(rows):
             for c in range(n_cls):
                 sv = s[r, c]
@@ -155,17 +159,24 @@ def _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v, out, ra, rgz
             w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
             vw = v[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
             nxt = (rgz2 if use_a else rgz)[:rows * n_in].reshape((rows, n_in))
-            # R{g_a} = R{g_z} W + g_z V;  R{g_z'} = R{g_a} a(1-a) + g_a (1-2a) R{a}
+            # R{g_a} = R{g_z} W + g_z V;  R{g_z'} = R{g_a} phi' + g_a (phi''/phi') R{a}
             np.dot(rg, w, nxt)
             if _any_nonzero(v[p_off:p_off + n_out * n_in]):
                 nxt += np.dot(gzl, vw)
             ga_off = ga_end - rows * n_in
             gal = ga[ga_off:ga_off + rows * n_in].reshape((rows, n_in))
-            for r in range(rows):
-                for c in range(n_in):
-                    a = a_prev[r, c]
-                    nxt[r, c] = nxt[r, c] * a * (1.0 - a) + gal[r, c] * (1.0 - 2.0 * a) * \
-                        ra_prev[r, c]
+            if tanh:
+                for r in range(rows):
+                    for c in range(n_in):
+                        a = a_prev[r, c]
+                        nxt[r, c] = nxt[r, c] * (1.0 - a * a) - gal[r, c] * (2.0 * a) * \
+                            ra_prev[r, c]
+            else:
+                for r in range(rows):
+                    for c in range(n_in):
+                        a = a_prev[r, c]
+                        nxt[r, c] = nxt[r, c] * a * (1.0 - a) + gal[r, c] * (1.0 - 2.0 * a) * \
+                            ra_prev[r, c]
             use_a = not use_a
             a_off = prev_off
             ga_end = ga_off
@@ -179,6 +190,8 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     n_cls = widths[n_layers]
+    tanh = (out_act & k.HIDDEN_TANH) != 0
+    logistic_out = (out_act & k.OUTPUT_MASK) == k.LOGISTIC
     p_off = 0
     a_off = 0
     prev_off = -1
@@ -193,35 +206,29 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
         else:
             a_prev = acts[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             np.dot(a_prev, w.T, z)
-        hidden = layer < n_layers - 1 or out_act == k.LOGISTIC
-        for r in range(rows):
-            for c in range(n_out):
-                zz = z[r, c] + b[c]
-                z[r, c] = 1.0 / (1.0 + np.exp(-zz)) if hidden else zz
+        if layer < n_layers - 1 and tanh:
+            for r in range(rows):
+                for c in range(n_out):
+                    z[r, c] = np.tanh(z[r, c] + b[c])
+        else:
+            hidden = layer < n_layers - 1 or logistic_out
+            for r in range(rows):
+                for c in range(n_out):
+                    zz = z[r, c] + b[c]
+                    z[r, c] = 1.0 / (1.0 + np.exp(-zz)) if hidden else zz
         p_off += n_out * n_in + n_out
         prev_off = a_off
         a_off += rows * n_out
     out_off = prev_off
     s = acts[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
-    e = 0.0
-    for r in range(rows):
-        m = s[r, 0]
-        for c in range(1, n_cls):
-            m = max(m, s[r, c])
-        tot = 0.0
-        for c in range(n_cls):
-            tot += np.exp(s[r, c] - m)
-        e += m + np.log(tot) - s[r, yb[r]]
-        for c in range(n_cls):
-            ds[r, c] = np.exp(s[r, c] - m) / tot
-        ds[r, yb[r]] -= 1.0
+    e = data_term_and_delta(s, yb, ds)
     # backward
     g_end = gz.shape[0]
     g_off = g_end - rows * n_cls
     gl = gz[g_off:g_off + rows * n_cls].reshape((rows, n_cls))
     for r in range(rows):
         for c in range(n_cls):
-            gl[r, c] = ds[r, c] * (s[r, c] * (1.0 - s[r, c]) if out_act == k.LOGISTIC else 1.0)
+            gl[r, c] = ds[r, c] * (s[r, c] * (1.0 - s[r, c]) if logistic_out else 1.0)
     p_end = theta.shape[0]
     a_off = out_off
     ga_end = ga.shape[0]
@@ -238,10 +245,16 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
         a_prev = acts[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
         g_off -= rows * n_in
         gprev = gz[g_off:g_off + rows * n_in].reshape((rows, n_in))
-        for r in range(rows):
-            for c in range(n_in):
-                a = a_prev[r, c]
-                gprev[r, c] = gal[r, c] * a * (1.0 - a)
+        if tanh:
+            for r in range(rows):
+                for c in range(n_in):
+                    a = a_prev[r, c]
+                    gprev[r, c] = gal[r, c] * (1.0 - a * a)
+        else:
+            for r in range(rows):
+                for c in range(n_in):
+                    a = a_prev[r, c]
+                    gprev[r, c] = gal[r, c] * a * (1.0 - a)
         a_off = prev_off
         ga_end = ga_off
         p_end = p_off
@@ -250,7 +263,9 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
 
 @kernel(parallel=True)
 def rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
-    """``out_kp[k] = H @ v_kp[k]`` for every row k, H the Hessian of the summed cross-entropy.
+    """``out_kp[k] = H @ v_kp[k]`` for every row k, H the Hessian of the data term (the summed
+    cross-entropy of int64 labels ``y``, half the summed squared error of float targets ``y``
+    of shape ``(n, n_out)``).
 
     Parameters
     ----------
@@ -289,5 +304,38 @@ def rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
             ra = np.empty(rows * total)
             rgz = np.empty(rows * widest)
             rgz2 = np.empty(rows * widest)
-            _rop_direction(theta, widths, out_act, xb, acts, gz, ga, ds, v_kp[kk],
+            _rop_direction(theta, widths, out_act, xb, y[r0:r1], acts, gz, ga, ds, v_kp[kk],
                            out_kp[kk], ra, rgz, rgz2)
+
+
+def hvp(theta, widths, out_act, x, y, block, v_kp, threads):
+    """``H @ v`` of the data term for the rows of ``v_kp`` by :func:`rop_hvp` (float64, shape
+    ``(K, n_params)``), with ``threads`` Numba threads; bitwise the same for any number."""
+    v = np.ascontiguousarray(v_kp, dtype=np.float64)
+    out = np.empty_like(v)
+    with limit(max(1, int(threads))):
+        rop_hvp(theta, widths, out_act, x, y, block, v, out)
+    return out
+
+
+def hessian(theta, widths, out_act, x, y, block, index, column_block, threads):
+    """The data term's exact Hessian (not symmetrised) as ``H e_j`` for every requested column
+    ``j``, ``column_block`` columns per :func:`rop_hvp` call; only the rows and columns
+    ``index`` (an int array, or None for all). Bitwise the same for any ``threads``."""
+    d = theta.shape[0]
+    idx = np.arange(d) if index is None else np.asarray(index, dtype=np.int64)
+    n = idx.shape[0]
+    h = np.empty((n, n))
+    cb = min(int(column_block), max(n, 1))
+    eye = np.zeros((cb, d))
+    col = np.empty((cb, d))
+    with limit(max(1, int(threads))):
+        for j0 in range(0, n, cb):
+            j1 = min(n, j0 + cb)
+            e = eye[:j1 - j0]
+            e[:] = 0.0
+            e[np.arange(j1 - j0), idx[j0:j1]] = 1.0
+            # row j of the result holds H e_j = column j (H is symmetric up to rounding)
+            rop_hvp(theta, widths, out_act, x, y, block, e, col[:j1 - j0])
+            h[j0:j1] = col[:j1 - j0][:, idx] if index is not None else col[:j1 - j0]
+    return h
