@@ -26,26 +26,21 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from thermonet.api import Architecture, Potential, as_theta
+from thermonet.api import Architecture
 from thermonet.api.architecture import (
     UnitSymmetry,
     mlp_param_groups,
     mlp_unit_symmetries,
 )
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel, TopLevel
+from thermonet.architectures.regression_potential import RegressionPotential
 from thermonet.architectures.scale_factors import ScaleFactorPotential, scale_factors
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
-from thermonet.kernels import mlp_hessian as krop
-from thermonet.kernels import mlp_regression as kr
-from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.types import FloatArray
 
 HIDDEN_ACTIVATIONS = {"tanh": k.HIDDEN_TANH, "logistic": 0}
 PARAMETERISATIONS = ("direct", "scale")
-
-#: rows per block: the robot arm's 200 cases are one block
-DEFAULT_BLOCK = 512
 
 #: box half-widths of these models: none (the prior is the Gaussian in the energy)
 NO_BOX = 1e8
@@ -56,186 +51,6 @@ def _positive(name: str, v: Any) -> float:
             math.isfinite(v) and v > 0):
         raise ConfigError(f"architecture.{name} = {v!r}; expected a finite positive number")
     return float(v)
-
-
-class RegressionPotential(Potential):
-    """``E(w) = tau S(w) + (N K/2) ln(2 pi/tau) + sum_i prec_i w_i^2/2`` on fixed data.
-
-    ``tau`` and ``prec`` are set by :meth:`set_hyperparameters`; at construction they are
-    the architecture's initial values (at scale 1).
-    """
-
-    def __init__(self, arch: RegressionMLP, x: Any, y: Any, *, block: int = DEFAULT_BLOCK
-                 ) -> None:
-        self.arch = arch
-        x = np.asarray(x)
-        y = np.asarray(y)
-        n_in, n_out = int(arch.widths[0]), int(arch.widths[-1])
-        if x.ndim != 2 or x.shape[1] != n_in:
-            raise DataError(f"inputs have shape {x.shape}; expected (n_data, {n_in}) for "
-                            f"{arch.name}")
-        if y.ndim == 1 and n_out == 1:
-            y = y[:, None]
-        if y.shape != (x.shape[0], n_out):
-            raise DataError(f"targets have shape {y.shape}; expected ({x.shape[0]}, {n_out}): "
-                            "one row of real-valued outputs per input row")
-        for what, a in (("inputs", x), ("targets", y)):
-            if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
-                raise DataError(f"{what} have dtype {a.dtype}; expected real numbers")
-            bad = ~np.isfinite(a.astype(np.float64)).all(axis=1)
-            if bad.any():
-                raise DataError(f"{what} hold NaN or inf in {int(bad.sum())} of {a.shape[0]} "
-                                f"rows (first: row {int(np.flatnonzero(bad)[0])}); expected "
-                                "finite numbers: drop or impute those rows")
-        if int(block) < 1:
-            raise ConfigError(f"block = {block}; expected a positive number of rows")
-        self.x = np.ascontiguousarray(x, dtype=np.float64)
-        self.y = np.ascontiguousarray(y, dtype=np.float64)
-        self.block = int(block)
-        self.n_params = arch.n_params
-        self.n_data = self.x.shape[0]
-        self.n_residuals = self.n_data * n_out
-        self._widths = arch.widths
-        self._act = arch.act
-        self._work = np.empty(int(k.work_size(self._widths, self.block)))
-        self._partial = np.empty(self.n_params)
-        self.prec = np.empty(self.n_params)
-        self.tau = 1.0
-        self.const = 0.0
-        # one hidden layer: the compiled closed form (one pass over the data for the whole
-        # matrix); deeper nets: the R-operator, one product per column
-        self.hessian_method = "analytic" if len(self._widths) == 3 else "rop"
-        self.set_hyperparameters(arch.initial_hyper(), 1.0)
-
-    # -- hyperparameters --------------------------------------------------------------------
-
-    def hyper_model(self) -> HyperModel:
-        """The groups and Gamma priors of the hyperparameters (:mod:`thermonet.api.hyper`)."""
-        return self.arch.hyper_model(self.n_residuals)
-
-    def set_hyperparameters(self, hyper: Any, scale: float) -> None:
-        """Precisions per group (then the noise precision, if unknown) in the order of
-        :meth:`hyper_model`; the prior term is multiplied by ``scale`` (the temperature T)."""
-        self.tau, self.prec[:] = self.arch.expand_hyper(np.asarray(hyper, dtype=np.float64),
-                                                        scale)
-        self.const = 0.5 * self.n_residuals * math.log(2.0 * math.pi / self.tau)
-
-    def half_sse(self, theta: FloatArray) -> float:
-        """``S(w) = sum |f(x_n) - y_n|^2 / 2`` (float64)."""
-        return float(kr.half_sse(self._theta(theta), self._widths, self._act, self.x, self.y,
-                                 self.block, self._work))
-
-    def likelihood_energy(self, theta: FloatArray) -> float:
-        """``-ln p(D|w, tau)`` (nats), without the prior term."""
-        return self.tau * self.half_sse(theta) + self.const
-
-    def prior_sample(self, rng: np.random.Generator, hyper: FloatArray | None = None
-                     ) -> FloatArray:
-        """An exact draw of the weights from their Gaussian prior ``N(0, 1/prec)`` (at scale
-        1), at the hyperparameters ``hyper`` (in the order of :meth:`hyper_model`; the caller
-        draws them from their priors) or, without hyperparameters (``hierarchical = false``
-        and a known ``noise_std``), at the fixed precisions: the prior rung of a ladder."""
-        arch = self.arch
-        if arch.scaled:
-            raise ConfigError("a prior rung draws the weights from their prior, but with "
-                              "parameterisation = 'scale' the precisions are parameters; use "
-                              "parameterisation = 'direct' (same posterior) for a prior rung")
-        h = np.zeros(0) if hyper is None else np.asarray(hyper, dtype=np.float64)
-        if hyper is None and (arch.hierarchical or arch.noise_std is None):
-            raise ConfigError(
-                "a prior draw of this mlp-regression model's weights needs its "
-                f"hyperparameters (hierarchical = {arch.hierarchical}, noise_std = "
-                f"{arch.noise_std}); draw them first (HyperModel.sample) or set "
-                "hierarchical = false and a noise_std")
-        _, prec = arch.expand_hyper(h, 1.0)
-        return np.asarray(rng.normal(0.0, 1.0 / np.sqrt(prec)))
-
-    # -- the Potential contract -------------------------------------------------------------
-
-    def _theta(self, theta: Any) -> np.ndarray:
-        if (isinstance(theta, np.ndarray) and theta.dtype == np.float64 and theta.ndim == 1
-                and theta.flags.c_contiguous and theta.shape[0] == self.n_params):
-            return theta
-        return as_theta(theta, self.n_params, finite=False)
-
-    def energy(self, theta: FloatArray) -> float:
-        return float(kr.energy(self._theta(theta), self._widths, self._act, self.x, self.y,
-                               self.block, self._work, self.tau, self.prec, self.const))
-
-    def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
-                        ) -> tuple[float, FloatArray]:
-        if grad_out is None:
-            grad_out = np.empty(self.n_params)
-        e = kr.energy_and_grad(self._theta(theta), self._widths, self._act, self.x, self.y,
-                               self.block, self._work, self._partial, grad_out, self.tau,
-                               self.prec, self.const)
-        return float(e), grad_out
-
-    def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
-                   inv_mass: FloatArray, step: float, n_steps: int, wall: int,
-                   half_width: FloatArray, runaway: float,
-                   precision: str = "float64") -> tuple[float, int, int, int]:
-        """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
-        e, n, status, n_ref = kr.trajectory(
-            theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway, self._widths,
-            self._act, self.x, self.y, self.block, self._work, self._partial, self.tau,
-            self.prec, self.const)
-        return float(e), int(n), int(status), int(n_ref)
-
-    def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
-            ) -> FloatArray:
-        """Exact ``(tau nabla nabla S + diag(prec)) v`` for the rows of ``v_kp``, any depth:
-        the compiled R-operator (:mod:`thermonet.kernels.mlp_hessian`) on the squared error;
-        bitwise the same for any ``threads`` (default 1)."""
-        th = self._theta(theta)
-        v = np.ascontiguousarray(np.atleast_2d(v_kp), dtype=np.float64)
-        if v.shape[1] != self.n_params:
-            raise ConfigError(f"directions have {v.shape[1]} components; expected "
-                              f"{self.n_params}")
-        out = krop.hvp(th, self._widths, self._act, self.x, self.y, self.block, v,
-                       1 if threads is None else threads)
-        out *= self.tau
-        out += self.prec * v
-        return out if np.ndim(v_kp) == 2 else out[0]
-
-    def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
-                threads: int | None = None) -> FloatArray:
-        """``tau nabla nabla S + diag(prec)``, exact (not symmetrised): the compiled closed
-        form (:mod:`thermonet.kernels.mlp_regression_hessian`) for one hidden layer, the
-        R-operator column by column (``column_block`` columns per call, ``threads`` threads,
-        bitwise the same for any number) for deeper nets."""
-        th = self._theta(theta)
-        idx = None if index is None else np.asarray(index, dtype=np.int64)
-        if self.hessian_method == "rop":
-            if int(column_block) < 1:
-                raise ConfigError(f"column_block = {column_block}; expected a positive integer")
-            h = krop.hessian(th, self._widths, self._act, self.x, self.y, self.block, idx,
-                             column_block, 1 if threads is None else threads)
-            h *= self.tau
-            h[np.diag_indices_from(h)] += self.prec if idx is None else self.prec[idx]
-            return h
-        out = np.empty((self.n_params, self.n_params))
-        krh.hessian(th, int(self._widths[0]), int(self._widths[1]), int(self._widths[2]),
-                    bool(self._act & k.HIDDEN_TANH), self.x, self.y, False, self.tau,
-                    self.prec, out)
-        if idx is None:
-            return out
-        return np.ascontiguousarray(out[np.ix_(idx, idx)])
-
-    def copy(self) -> RegressionPotential:
-        """A potential on the same data with its own scratch and hyperparameters."""
-        out = RegressionPotential(self.arch, self.x, self.y, block=self.block)
-        out.tau, out.const = self.tau, self.const
-        out.prec[:] = self.prec
-        return out
-
-    def outputs(self, theta: FloatArray, x: Any = None) -> FloatArray:
-        """Network outputs ``f(x, w)``, shape ``(n, n_outputs)``."""
-        xx = self.x if x is None else np.ascontiguousarray(x, dtype=np.float64)
-        out = np.empty((xx.shape[0], int(self._widths[-1])))
-        k.predict_logits(self._theta(theta), self._widths, self._act, xx, self.block,
-                         self._work, out)
-        return out
 
 
 class RegressionMLP(Architecture):
