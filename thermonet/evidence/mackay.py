@@ -246,7 +246,7 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         # a saddle no escape step could leave: the step is taken with the eigenvalues of A
         # floored (the final point must be a minimum, or the result has no evidence)
         saddle = not fac.positive_definite
-        well = 1.0 - potential.prec * fac.diag_inverse(floored=True)
+        well = 1.0 - potential.prec * fac.diag_inverse(floored=saddle)
         new = hyper.copy()
         clipped = saddle
         for c in range(n_groups):
