@@ -532,3 +532,56 @@ def test_temperature_reaches_ti_and_laplace(tmp_path):
     assert row["laplace"]["temperature"] == 2.0
     assert row["laplace"]["log_integral"] == pytest.approx(exact, abs=2e-3)
     assert "note: at T != 1" in res.output
+
+
+MACKAY_CONFIG = """
+[evidence]
+seed = 7
+method = "mackay"
+[data]
+name = "D50"
+[mackay]
+restarts = 1
+max_iter = 2
+[model.small]
+architecture = "mlp"
+hidden = [2]
+"""
+
+
+def test_evidence_method_mackay_is_macKays_framework_on_each_model(tmp_path):
+    """`thermonet evidence` with method = "mackay" gives, for each model of the config, the
+    numbers of MacKay's classification framework called directly with the same settings
+    and seeds (compare_classifiers, as `thermonet mackay --arch` does)."""
+    from thermonet.architectures.mlp import MLP
+    from thermonet.evidence.mackay_models import compare_classifiers
+
+    cfg = tmp_path / "mk.toml"
+    cfg.write_text(MACKAY_CONFIG)
+    res = CliRunner().invoke(main, ["evidence", str(cfg), "--out", str(tmp_path / "o"),
+                                    "--json", "--quiet"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["rows"]
+    direct = compare_classifiers([("small", MLP(hidden=[2]))], "D50", 1, seed=7,
+                                 max_iter=2, tol=1e-4, newton_steps=0,
+                                 curvature="gauss-newton")
+    assert len(rows) == 1 and rows[0]["model"] == "small"
+    assert rows[0]["log_evidence"] == direct[0].log_evidence
+    assert rows[0]["alpha"] == direct[0].alpha
+    stored = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert stored["rows"][0]["log_evidence"] == direct[0].log_evidence
+    table = CliRunner().invoke(main, ["evidence", str(cfg), "--out", str(tmp_path / "o"),
+                                      "--quiet"])
+    assert table.exit_code == 0 and "best evidence: small" in table.output
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('[evidence]\nmethod = "laplace"\n[model.a]\narchitecture = "M1"\n',
+     "evidence.method = 'laplace'"),
+    ('[evidence]\nmethod = "mackay"\n[mackay]\ngroups = "units"\n[model.a]\narchitecture = "M1"\n',
+     "mackay.groups = 'units'"),
+])
+def test_mackay_method_settings_are_checked(text, expected):
+    with pytest.raises(ConfigError, match=expected) as err:
+        evcfg.resolve(evcfg.cfgmod.parse_toml(text))
+    assert "\n" not in str(err.value)

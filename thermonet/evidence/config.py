@@ -8,6 +8,7 @@ One file describes a model comparison (docs/evidence.md documents every key)::
     [minimiser]     name (rmin, fire) and its settings; finds each model's minima
     [ti]            the thermodynamic-integration settings (thermonet.evidence.ti.TIConfig)
     [laplace]       method and the Laplace estimator's options
+    [mackay]        with evidence.method = "mackay": MacKay's framework's settings
     [model.NAME]    one table per model: architecture (a registered name), params (minima to
                     load instead of minimising) and the architecture's own settings
 
@@ -31,6 +32,9 @@ from thermonet.parallel import EXECUTORS
 
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
 
+#: how ``thermonet evidence`` computes each model's evidence
+METHODS = ("ti", "mackay")
+
 #: [evidence]: name -> (default, allowed types, check, help)
 EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "seed": (0, (int,), (lambda v: v >= 0, "an integer >= 0"),
@@ -53,6 +57,27 @@ EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "tolerance": (3.0, (float, int), (lambda v: v > 0, "a positive number of sigmas"),
                   "a variant agrees when |delta| < tolerance * sqrt(s_base^2 + s_variant^2)"),
     "laplace": (True, (bool,), None, "also compute the Laplace estimate at every minimum"),
+    "method": ("ti", (str,), (lambda v: v in METHODS, "ti or mackay"),
+               ("ti: thermodynamic integration at each model's minima (the paper's, with "
+                "the Laplace estimate beside it); mackay: MacKay's framework for classifiers "
+                "(a Gaussian prior per weight group, re-estimated weight decays, eq. 7, "
+                "settings in [mackay]; [minimiser], [ti] and [laplace] are not used)")),
+}
+
+#: [mackay] (with evidence.method = "mackay"): name -> (default, types, check, help)
+MACKAY_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
+    "restarts": (1, (int,), _POS_INT, "random starts per model"),
+    "groups": ("layer", (str,), (lambda v: v in ("layer", "weights-biases"),
+                                 "layer or weights-biases"),
+               "one weight decay per layer, or per layer's weights and biases"),
+    "curvature": ("gauss-newton", (str,), (lambda v: v in ("gauss-newton", "exact"),
+                                           "gauss-newton or exact"),
+                  "the Hessian A: the positive definite Gauss-Newton form, or exact"),
+    "max_iter": (100, (int,), _POS_INT, "re-estimation cycles at most"),
+    "tol": (1e-4, (float,), (lambda v: v > 0, "a positive number"),
+            "converged when every |change of ln alpha_c| per cycle is below this"),
+    "newton_steps": (0, (int,), (lambda v: v >= 0, "an integer >= 0"),
+                     "Newton steps after each minimisation (each costs a Hessian)"),
 }
 
 DATA_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
@@ -87,7 +112,7 @@ MODEL_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
 }
 
 TI_METHODS = ("converged", "paper")
-SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "model")
+SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "mackay", "model")
 
 #: keys that may differ when a run directory is continued (they do not change any result
 #: already stored; more repeats, minima or the convergence report only add work)
@@ -232,6 +257,8 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
         "minimiser", mcls, mgiven, sources, given_sources)}
     out["ti"] = _ti_settings(doc.get("ti", {}), sources, given_sources)
     out["laplace"] = _laplace_settings(doc.get("laplace", {}), sources, given_sources)
+    out["mackay"], _ = cfgmod.resolve_section("mackay", doc.get("mackay", {}), MACKAY_KEYS,
+                                             sources, given_sources)
     models = doc.get("model", {})
     if not models:
         raise ConfigError("an evidence config needs at least one model: add a table such as "
@@ -304,7 +331,8 @@ def reference_table() -> list[tuple[str, str, str, str]]:
     """(key, type, default, meaning) of the fixed sections, for the documentation."""
     rows = []
     for section, schema in (("evidence", EVIDENCE_KEYS), ("data", DATA_KEYS),
-                            ("laplace", LAPLACE_KEYS), ("model.NAME", MODEL_KEYS)):
+                            ("laplace", LAPLACE_KEYS), ("mackay", MACKAY_KEYS),
+                            ("model.NAME", MODEL_KEYS)):
         for key, (default, types, _check, help_) in schema.items():
             rows.append((f"{section}.{key}", cfgmod.type_name(types), repr(default), help_))
     return rows

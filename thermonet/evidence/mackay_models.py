@@ -87,9 +87,10 @@ def compare_classifiers(models: Sequence[Any], data: str = "D500", restarts: int
                         seed: int = 0, grouping: str = "layer", test: str = "official",
                         progress: Callable[[ClassifierRow], None] | None = None,
                         **options: Any) -> list[ClassifierRow]:
-    """MacKay's framework for each architecture in ``models`` (a registered name, or an
-    architecture) on ``data``, ``restarts`` random starts each (the start of (model, r) is
-    seeded by ``seed``, the model's name and r, so any subset reproduces). ``options`` go to
+    """MacKay's framework for each architecture in ``models`` (a registered name, an
+    architecture, or a ``(name, architecture)`` pair) on ``data``, ``restarts`` random starts
+    each (the start of (model, r) is seeded by ``seed``, the model's name and r, so any
+    subset reproduces). ``options`` go to
     :func:`~thermonet.evidence.mackay_classify.mackay_classifier`."""
     from thermonet.data import load_data
     from thermonet.evidence.mackay_classify import mackay_classifier
@@ -100,8 +101,11 @@ def compare_classifiers(models: Sequence[Any], data: str = "D500", restarts: int
     split = load_data(data, test=test)
     rows: list[ClassifierRow] = []
     for model in models:
-        arch = get_architecture(model) if isinstance(model, str) else model
-        name = model if isinstance(model, str) else str(arch.describe()["name"])
+        if isinstance(model, tuple):
+            name, arch = model
+        else:
+            arch = get_architecture(model) if isinstance(model, str) else model
+            name = model if isinstance(model, str) else str(arch.describe()["name"])
         if not hasattr(arch, "param_groups"):
             raise ConfigError(f"architecture {name!r} has no weight groups; expected an mlp "
                               "classifier such as M1 or M3")
@@ -143,3 +147,35 @@ def format_classifiers(rows: Sequence[ClassifierRow]) -> str:
                        lambda r: [f"{r.model:>10}", f"{r.restart:>10d}"],
                        lambda r: [f"{r.train_error:>10.4f}", f"{r.test_error:>10.4f}",
                                   f"{r.test_nll:>10.4f}"])
+
+
+def run_config(cfg: Any, out: Any, *, quiet: bool = True,
+               progress: Callable[[ClassifierRow], None] | None = None
+               ) -> list[ClassifierRow]:
+    """``thermonet evidence`` with ``evidence.method = "mackay"``: every ``[model.NAME]`` of
+    the configuration by MacKay's framework with the ``[mackay]`` settings, on ``[data]``;
+    the configuration, ``summary.json`` (one row per model and restart) and ``table.txt`` go
+    to ``out`` (a directory holding another configuration is refused)."""
+    from pathlib import Path
+
+    from thermonet import registry
+    from thermonet.evidence import config as evcfg
+    from thermonet.evidence.models import prepare_dir
+    from thermonet.io.atomic import write_json, write_text
+
+    out = Path(out)
+    prepare_dir(cfg, out)
+    mk = cfg["mackay"]
+    models = []
+    for name, m in cfg["model"].items():
+        settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.items()
+                    if k not in evcfg.MODEL_KEYS}
+        models.append((name, registry.get_architecture(m["architecture"], **settings)))
+    rows = compare_classifiers(
+        models, cfg["data"]["name"], mk["restarts"], seed=cfg["evidence"]["seed"],
+        grouping=mk["groups"], test=cfg["data"]["test"], progress=progress,
+        max_iter=mk["max_iter"], tol=mk["tol"], newton_steps=mk["newton_steps"],
+        curvature=mk["curvature"])
+    write_json(out / "summary.json", {"method": "mackay", "rows": [r.as_dict() for r in rows]})
+    write_text(out / "table.txt", format_classifiers(rows) + "\n")
+    return rows
