@@ -405,3 +405,32 @@ def test_minimise_writes_its_result_atomically(tmp_path, monkeypatch):
                   "--set", "max_steps=2", "--out", out)
     assert res.exit_code == 0, res.output
     assert np.load(out).shape == (np.load(out).size,)
+
+
+def test_a_signal_inside_the_jit_compiler_is_sent_again_not_raised(monkeypatch):
+    """In immediate mode the handler raises at once, except inside Numba's or llvmlite's
+    Python code (where LLVM's callbacks would swallow the exception and the process could
+    crash at exit, as a run stopped during a cold compile did): there it sends the signal
+    again a moment later."""
+    import os
+    import sys
+
+    from thermonet import interrupt
+
+    sent = []
+    monkeypatch.setattr(interrupt.os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    scope: dict = {}
+    exec(compile("import sys\ndef f():\n    return sys._getframe()\n",
+                 os.sep.join(["", "x", "numba", "core", "fake.py"]), "exec"), scope)
+    compiler_frame = scope["f"]()
+    stop = interrupt.StopSignals()
+    with stop.immediate():
+        stop.handle(signal.SIGINT, compiler_frame)          # no exception here
+        deadline = time.monotonic() + 5
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sent == [(os.getpid(), signal.SIGINT)]
+        with pytest.raises(interrupt.RunInterrupted, match="SIGINT"):
+            stop.handle(signal.SIGINT, sys._getframe())
+    assert stop.signum == signal.SIGINT
+    assert not interrupt.in_compiler(sys._getframe())

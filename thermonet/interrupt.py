@@ -15,6 +15,7 @@ as a shell reports a process ended by that signal.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,23 @@ from thermonet.errors import ThermonetError
 
 #: the signals that ask a run to stop
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+#: seconds after which a signal that arrived inside the compiler is sent again
+RESEND_AFTER = 0.05
+
+#: packages in whose Python frames an exception must not be raised (the JIT compiler)
+_COMPILER_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("numba", "llvmlite"))
+
+
+def in_compiler(frame: FrameType | None) -> bool:
+    """Whether ``frame`` or any frame below it runs Numba's or llvmlite's Python code (a
+    kernel being compiled; calls of compiled kernels leave no such frame)."""
+    while frame is not None:
+        if any(d in frame.f_code.co_filename for d in _COMPILER_DIRS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class RunInterrupted(ThermonetError):
@@ -62,10 +80,20 @@ class StopSignals:
         return self.signum is not None
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        """The signal handler: record the (first) signal; raise if stopping at once is safe."""
+        """The signal handler: record the (first) signal; raise if stopping at once is safe.
+
+        Not inside Numba's compiler (a kernel's first call): an exception raised in one of
+        LLVM's callbacks there is swallowed ("Exception ignored on calling ctypes callback")
+        and can leave the process to crash at exit; the signal is sent again
+        :data:`RESEND_AFTER` seconds later, until it arrives outside."""
         if self.signum is None:
             self.signum = signum
         if self._immediate:
+            if in_compiler(frame):
+                timer = threading.Timer(RESEND_AFTER, os.kill, args=(os.getpid(), signum))
+                timer.daemon = True
+                timer.start()
+                return
             raise RunInterrupted(signum, f"interrupted by {signal_name(signum)}")
 
     @contextmanager
@@ -115,4 +143,5 @@ def handling() -> Iterator[StopSignals]:
             signal.signal(sig, handler)
 
 
-__all__ = ["SIGNALS", "RunInterrupted", "StopSignals", "handling", "signal_name"]
+__all__ = ["RESEND_AFTER", "SIGNALS", "RunInterrupted", "StopSignals", "handling",
+           "in_compiler", "signal_name"]
