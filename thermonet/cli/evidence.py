@@ -27,13 +27,16 @@ def _json_safe(obj: Any) -> Any:
 
 def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
     """``evidence.method = "mackay"``: MacKay's framework for every model of the config."""
-    from thermonet.evidence.mackay_models import format_classifiers, run_config
+    from thermonet.evidence.mackay_models import (
+        best_line,
+        format_classifiers,
+        progress_line,
+        run_config,
+    )
 
     def progress(row: Any) -> None:
         if not quiet:
-            click.echo(f"{row.model} restart {row.restart}: log evidence "
-                       f"{row.log_evidence:.2f}, test error {row.test_error:.4f}, "
-                       f"{row.n_iter} cycles ({row.seconds:.0f} s)", err=True)
+            click.echo(progress_line(row), err=True)
 
     if not quiet:
         click.echo(f"evidence directory: {out} (MacKay's framework)", err=True)
@@ -44,11 +47,9 @@ def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
                               sort_keys=True, default=str))
         return
     click.echo(format_classifiers(rows))
-    best = max((r for r in rows if math.isfinite(r.log_evidence)),
-               key=lambda r: r.log_evidence, default=None)
+    best = best_line(rows)
     if best is not None:
-        click.echo(f"best evidence: {best.model} (restart {best.restart}), log evidence "
-                   f"{best.log_evidence:.2f}, test error {best.test_error:.4f}")
+        click.echo(best)
 
 
 @click.command(short_help="Evidence of each model (TI and Laplace) and the Bayes factors.")

@@ -141,7 +141,12 @@ def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, rest
                  as_json: bool, quiet: bool) -> None:
     """``--arch``: classifiers compared by their evidence."""
     from thermonet.errors import ConfigError
-    from thermonet.evidence.mackay_models import compare_classifiers, format_classifiers
+    from thermonet.evidence.mackay_models import (
+        best_line,
+        compare_classifiers,
+        format_classifiers,
+        progress_line,
+    )
 
     names = [a.strip() for a in archs.split(",") if a.strip()]
     if not names:
@@ -159,9 +164,7 @@ def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, rest
                                   "max_iter": max_iter, "tol": tol,
                                   "newton_steps": newton_steps, "rows": done})
         if not quiet:
-            click.echo(f"{row.model} restart {row.restart}: log evidence "
-                       f"{row.log_evidence:.2f}, test error {row.test_error:.4f}, "
-                       f"{row.n_iter} cycles ({row.seconds:.0f} s)", err=True)
+            click.echo(progress_line(row), err=True)
 
     import time
 
@@ -182,8 +185,6 @@ def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, rest
         click.echo(json.dumps({"rows": [r.as_dict() for r in rows]}, default=float))
         return
     click.echo(format_classifiers(rows))
-    best = max((r for r in rows if math.isfinite(r.log_evidence)),
-               key=lambda r: r.log_evidence, default=None)
+    best = best_line(rows)
     if best is not None:
-        click.echo(f"best evidence: {best.model} (restart {best.restart}), log evidence "
-                   f"{best.log_evidence:.2f}, test error {best.test_error:.4f}")
+        click.echo(best)

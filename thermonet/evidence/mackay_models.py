@@ -179,3 +179,19 @@ def run_config(cfg: Any, out: Any, *, quiet: bool = True,
     write_json(out / "summary.json", {"method": "mackay", "rows": [r.as_dict() for r in rows]})
     write_text(out / "table.txt", format_classifiers(rows) + "\n")
     return rows
+
+
+def progress_line(row: ClassifierRow) -> str:
+    """One finished model and restart, for progress output."""
+    return (f"{row.model} restart {row.restart}: log evidence {row.log_evidence:.2f}, test "
+            f"error {row.test_error:.4f}, {row.n_iter} cycles ({row.seconds:.0f} s)")
+
+
+def best_line(rows: Sequence[ClassifierRow]) -> str | None:
+    """The model and restart of the highest log evidence, or None if none is finite."""
+    best = max((r for r in rows if math.isfinite(r.log_evidence)),
+               key=lambda r: r.log_evidence, default=None)
+    if best is None:
+        return None
+    return (f"best evidence: {best.model} (restart {best.restart}), log evidence "
+            f"{best.log_evidence:.2f}, test error {best.test_error:.4f}")
