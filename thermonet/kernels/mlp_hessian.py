@@ -4,7 +4,8 @@ Forward-mode differentiation of the backpropagation pass along a direction ``v``
 Pearlmutter, Neural Computation 6, 147 (1994)) gives ``H @ v`` exact to rounding for logistic or
 tanh hidden units, linear or logistic outputs, and the data term that fits the type of the
 targets (as in :mod:`thermonet.kernels.mlp`): the softmax cross-entropy of int64 labels or half
-the squared error of float targets (:mod:`thermonet.kernels.mlp_hessian_terms`). :func:`rop_hvp`
+the squared error of float targets (:mod:`thermonet.kernels.losses`,
+:mod:`thermonet.kernels.mlp_hessian_terms`). :func:`rop_hvp`
 does a block of directions, each computed by one thread in a fixed order, so the result does
 not depend on the number of threads. Callers go through
 :meth:`thermonet.architectures.mlp.MLPPotential.hvp` and
@@ -21,7 +22,8 @@ import numpy as np
 
 from thermonet.kernels import mlp as k
 from thermonet.kernels.jit import kernel, prange
-from thermonet.kernels.mlp_hessian_terms import data_term_and_delta, data_term_curvature
+from thermonet.kernels.losses import block_data_term
+from thermonet.kernels.mlp_hessian_terms import data_term_curvature
 from thermonet.kernels.threads import limit
 
 
@@ -221,7 +223,7 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
         a_off += rows * n_out
     out_off = prev_off
     s = acts[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
-    e = data_term_and_delta(s, yb, ds)
+    e = block_data_term(s, yb, ds, True)
     # backward
     g_end = gz.shape[0]
     g_off = g_end - rows * n_cls

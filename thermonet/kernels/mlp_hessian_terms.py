@@ -1,10 +1,9 @@
-"""The data terms of the R-operator (:mod:`thermonet.kernels.mlp_hessian`), one block of rows.
+"""The curvature of the data terms for the R-operator (:mod:`thermonet.kernels.mlp_hessian`).
 
 The R-operator needs two things from a data term ``e(s, y)`` of the network outputs ``s``:
-
-* the base pass: ``e`` and ``ds = de/ds`` (:func:`data_term_and_delta`);
-* the forward R pass: ``R{ds} = L R{s}`` with ``L = d^2 e / ds ds^T``
-  (:func:`data_term_curvature`).
+``e`` and ``ds = de/ds`` in its base pass, which are the gradient kernels' own
+(:func:`thermonet.kernels.losses.block_data_term`), and, in its forward R pass,
+``R{ds} = L R{s}`` with ``L = d^2 e / ds ds^T`` (:func:`data_term_curvature`, here).
 
 Two data terms, chosen at compile time from the type of the targets as in
 :mod:`thermonet.kernels.losses` (so the classifier's kernels are the same machine code with or
@@ -27,25 +26,6 @@ from thermonet.kernels.jit import kernel
 
 
 @kernel
-def cross_entropy_and_delta(s, yb, ds):
-    """Summed softmax cross-entropy of the block's logits ``s``; ``ds`` = softmax - one-hot."""
-    rows, n_cls = s.shape
-    e = 0.0
-    for r in range(rows):
-        m = s[r, 0]
-        for c in range(1, n_cls):
-            m = max(m, s[r, c])
-        tot = 0.0
-        for c in range(n_cls):
-            tot += np.exp(s[r, c] - m)
-        e += m + np.log(tot) - s[r, yb[r]]
-        for c in range(n_cls):
-            ds[r, c] = np.exp(s[r, c] - m) / tot
-        ds[r, yb[r]] -= 1.0
-    return e
-
-
-@kernel
 def cross_entropy_curvature(s, rs, cur):
     """``cur = (diag(p) - p p^T) rs`` row by row, ``p`` the softmax of the logits ``s``."""
     rows, n_cls = s.shape
@@ -65,19 +45,6 @@ def cross_entropy_curvature(s, rs, cur):
 
 
 @kernel
-def half_sse_and_delta(s, yb, ds):
-    """Half the summed squared error of the block's outputs ``s``; ``ds = s - y``."""
-    rows, n_out = s.shape
-    e = 0.0
-    for r in range(rows):
-        for c in range(n_out):
-            d = s[r, c] - yb[r, c]
-            e += 0.5 * d * d
-            ds[r, c] = d
-    return e
-
-
-@kernel
 def half_sse_curvature(s, rs, cur):
     """``cur = rs`` (the squared error's second derivative is the identity)."""
     rows, n_out = s.shape
@@ -88,24 +55,6 @@ def half_sse_curvature(s, rs, cur):
 
 def _float_targets(yb: types.Type) -> bool:
     return isinstance(yb, types.Array) and isinstance(yb.dtype, types.Float) and yb.ndim == 2
-
-
-def data_term_and_delta(s, yb, ds):
-    """The block's data term, writing ``de/ds`` to ``ds``: :func:`half_sse_and_delta` for
-    real-valued targets, :func:`cross_entropy_and_delta` for integer labels (chosen at compile
-    time from the type of ``yb``, below)."""
-    raise NotImplementedError("only callable from compiled code")
-
-
-@overload(data_term_and_delta, jit_options={"nogil": True})
-def _data_term_and_delta_typed(s, yb, ds):
-    if _float_targets(yb):
-        def impl(s, yb, ds):
-            return half_sse_and_delta(s, yb, ds)
-    else:
-        def impl(s, yb, ds):
-            return cross_entropy_and_delta(s, yb, ds)
-    return impl
 
 
 def data_term_curvature(s, yb, rs, cur):
