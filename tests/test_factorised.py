@@ -56,6 +56,9 @@ def test_every_quantity_equals_dense_numpy(method):
     v = b[:, 1]
     assert np.allclose(fac.to_white(v), s_root.T @ v, rtol=1e-10, atol=1e-12)
     assert np.allclose(fac.from_white(v), s_root @ v, rtol=1e-10, atol=1e-12)
+    assert fac.quadratic(v) == pytest.approx(float(v @ a @ v), rel=1e-12)
+    z = np.random.default_rng(3).normal(size=30)                    # a white point's length
+    assert fac.quadratic(fac.from_white(z)) == pytest.approx(float(z @ z), rel=1e-10)
 
 
 def test_auto_switches_at_the_size_limit_and_a_saddle_falls_back_to_eigh(monkeypatch):

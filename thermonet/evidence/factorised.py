@@ -125,6 +125,19 @@ class Factorised:
         (for a 1-D ``g``; :meth:`whiten` does rows)."""
         return self.whiten(np.asarray(g, dtype=np.float64)[None])[0]
 
+    def quadratic(self, v: FloatArray) -> float:
+        """``v^T A v`` (the squared length of ``v`` in the white coordinates of
+        :meth:`from_white`), from the factor without forming ``A``."""
+        v = np.asarray(v, dtype=np.float64)
+        if self.factor is not None:
+            import scipy.linalg
+
+            # L^T v from the lower triangle only (the upper one of the factor is not zeroed)
+            lt_v = scipy.linalg.blas.dtrmv(self.factor, v, lower=1, trans=1)
+            return float(np.dot(lt_v, lt_v))
+        assert self.eigenvalues is not None and self.eigenvectors is not None
+        return float(np.sum(self.eigenvalues * (self.eigenvectors.T @ v) ** 2))
+
     def diagonal(self) -> FloatArray:
         """``diag(A)``."""
         if self.factor is not None:

@@ -128,13 +128,6 @@ def _probabilities(z: FloatArray) -> FloatArray:
     return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
-def _white_sq(fac: Any, v: FloatArray) -> float:
-    """``v^T A v`` from the factorised ``A``."""
-    if fac.factor is not None:
-        return float(np.sum((np.tril(fac.factor).T @ v) ** 2))
-    return float(np.sum(fac.eigenvalues * (fac.eigenvectors.T @ v) ** 2))
-
-
 def sampled_class_probabilities(result: MacKayResult, potential: Any, x: Any, *,
                                 n_draws: int = 4000, burn: int = 200, n_leapfrog: int = 20,
                                 step_size: float = 0.15, seed: int = 0, n_batches: int = 20
@@ -166,7 +159,7 @@ def sampled_class_probabilities(result: MacKayResult, potential: Any, x: Any, *,
             continue
         accepted += bool(info.is_accepted)
         energy[j] = state.energy
-        white[j] = _white_sq(fac, state.theta - result.theta)
+        white[j] = fac.quadratic(state.theta - result.theta)
         if j >= nb * per:
             continue
         p = _probabilities(np.asarray(potential.outputs(state.theta, xx), dtype=np.float64))
