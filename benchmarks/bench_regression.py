@@ -12,7 +12,10 @@ that every trajectory stays finite. Compared, in one process and interleaved rou
 (so load from other processes is spread over all three):
 
 * ``compiled``: ``RegressionPotential.trajectory``, the whole trajectory in one compiled call
-  (what ``hmc`` and ``hmc-gibbs`` run);
+  (what ``hmc`` and ``hmc-gibbs`` run), with the network kernel ``kernel = "auto"`` picks
+  (for this one-hidden-layer network the shallow kernel, :mod:`thermonet.kernels.mlp_shallow`);
+* ``compiled blocked``: the same with ``kernel = "blocked"`` (the matrix-product kernel of
+  :mod:`thermonet.kernels.mlp`);
 * ``L calls``: the :class:`~thermonet.api.Potential` default trajectory: the same leapfrog
   driven from Python, one compiled energy-and-gradient call per step;
 * ``numpy``: a hand-written NumPy leapfrog with a NumPy forward and backward pass (float64,
@@ -27,6 +30,12 @@ that every trajectory stays finite. Compared, in one process and interleaved rou
   the whole trajectory in one compiled call (what ``hmc-gibbs`` runs);
 * ``scale (L calls)``: the same, driven by the :class:`~thermonet.api.Potential` default: one
   NumPy map and chain rule around the compiled gradient per step.
+
+``--shapes`` instead times one energy-and-gradient call of both kernels on a grid of network
+and data sizes (random data, one hidden layer of tanh units) and prints, per shape, the
+ratio and which kernel ``kernel = "auto"`` picks, flagging a shape where that pick is the
+slower by more than 5 %: the measurement behind
+:func:`thermonet.architectures.regression_potential.choose_kernel`.
 
 JAX and PyTorch are optional: each is skipped, with the reason printed, when it does not
 import (neither is a thermonet dependency; docs/performance.md says how to install them in a
@@ -157,6 +166,58 @@ def torch_trajectory(x, y, tau, prec, dt, n_steps, h):
     return run
 
 
+def best_rate(f, min_time: float, rounds: int) -> float:
+    """Calls per second of ``f``: the best of ``rounds`` loops of about ``min_time`` s."""
+    f()
+    t0 = time.perf_counter()
+    f()
+    count = max(1, int(min_time / max(time.perf_counter() - t0, 1e-7)))
+    best = 0.0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            f()
+        best = max(best, count / (time.perf_counter() - t0))
+    return best
+
+
+def shapes(min_time: float, rounds: int) -> None:
+    """The ``--shapes`` table (module docstring)."""
+    from thermonet.architectures.regression import RegressionMLP
+    from thermonet.architectures.regression_potential import choose_kernel
+
+    grid = [(n_in, h, 2, n) for n in (200, 2000, 20000) for n_in in (2, 8, 32, 128)
+            for h in (8, 16, 64, 256)]
+    grid += [(2, 16, 1, 200), (2, 16, 10, 200), (8, 64, 10, 2000)]
+    v = versions()
+    flags = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f"))
+    print(f"CPU: {cpu_model()}; flags {' '.join(flags)}; numpy {v['numpy']}, numba "
+          f"{v['numba']}; BLAS {v.get('blas', '?')}; 1 thread; one energy-and-gradient call, "
+          f"best of {rounds} loops of {min_time} s")
+    print(f"{'n_in':>5} {'hidden':>6} {'n_out':>5} {'N':>6} {'blocked us':>11} "
+          f"{'shallow us':>11} {'shallow x faster':>17} {'auto':>8}")
+    wrong = 0
+    rng = np.random.default_rng(0)
+    for n_in, h, n_out, n in grid:
+        x = rng.uniform(-2, 2, (n, n_in))
+        y = rng.normal(size=(n, n_out))
+        us = {}
+        for kern in ("blocked", "shallow"):
+            pot = RegressionMLP(n_in, [h], n_out, kernel=kern).potential(x=x, y=y)
+            theta = rng.normal(0, 0.5, pot.n_params)
+            grad = np.empty(pot.n_params)
+            us[kern] = 1e6 / best_rate(lambda p=pot, t=theta, g=grad: p.energy_and_grad(t, g),
+                                       min_time, rounds)
+        ratio = us["blocked"] / us["shallow"]
+        auto = choose_kernel(np.array([n_in, h, n_out]), "auto")
+        slower = us[auto] > 1.05 * min(us.values())
+        wrong += slower
+        print(f"{n_in:>5} {h:>6} {n_out:>5} {n:>6} {us['blocked']:>11.2f} "
+              f"{us['shallow']:>11.2f} {ratio:>17.2f} {auto:>8}"
+              + ("  <- auto picks the slower" if slower else ""))
+    print(f"auto picked the slower kernel (by > 5 %) at {wrong} of {len(grid)} shapes")
+
+
 def main() -> None:
     """Measure and print (module docstring)."""
     ap = argparse.ArgumentParser()
@@ -165,12 +226,17 @@ def main() -> None:
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds per timed loop")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not pin the process to one CPU (XLA may then use a second core)")
+    ap.add_argument("--shapes", action="store_true",
+                    help="time both network kernels on a grid of shapes instead")
     args = ap.parse_args()
     if not args.no_pin and hasattr(os, "sched_setaffinity"):
         # before JAX or PyTorch start their thread pools, which inherit it: XLA ignores
         # its thread-count flag for some work, so without this JAX could use two cores
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     limit_blas(1)
+    if args.shapes:
+        shapes(min(args.min_time, 0.2), args.rounds)
+        return
     from thermonet.api import Potential
     from thermonet.architectures.regression import RegressionMLP
     from thermonet.data import load_data
@@ -194,6 +260,12 @@ def main() -> None:
     def compiled():
         th, p, g = theta0.copy(), p0.copy(), g0.copy()
         return pot.trajectory(th, p, g, inv_mass, dt, L, lf.WALL_NONE, half_width, 1e30)[0]
+
+    pot_b = RegressionMLP(2, [16], 2, kernel="blocked").potential(split.train)
+
+    def blocked():
+        th, p, g = theta0.copy(), p0.copy(), g0.copy()
+        return pot_b.trajectory(th, p, g, inv_mass, dt, L, lf.WALL_NONE, half_width, 1e30)[0]
 
     def l_calls():
         th, p, g = theta0.copy(), p0.copy(), g0.copy()
@@ -223,7 +295,8 @@ def main() -> None:
         return Potential.trajectory(pot_s, q, p, g, ones_s, dt, L, lf.WALL_NONE, hw_s,
                                     1e30)[0]
 
-    impls = {"compiled": compiled, "L calls": l_calls, "numpy": numpy_ref}
+    impls = {"compiled": compiled, "compiled blocked": blocked, "L calls": l_calls,
+             "numpy": numpy_ref}
     for name, make in (("jax", jax_trajectory), ("torch", torch_trajectory)):
         run = make(pot.x, pot.y, pot.tau, prec, dt, L, 16)
         if isinstance(run, str):
@@ -268,19 +341,22 @@ def main() -> None:
     print(f"robot arm 2-16-2 tanh, N = {len(pot.y)}, L = {L}, {args.rounds} rounds; "
           f"other processes used {statistics.median(others):.2f} cores (median)"
           if others else "")
-    print(f"{'implementation':<16} {'traj/s best':>12} {'median':>10} {'us/step':>9} "
+    print(f"{'implementation':<17} {'traj/s best':>12} {'median':>10} {'us/step':>9} "
           f"{'compiled is x faster (best, median)':>36} {'cpu/wall':>9}")
     best_c, med_c = max(rates["compiled"]), statistics.median(rates["compiled"])
     for k, r in rates.items():
         best, med = max(r), statistics.median(r)
         ratio = "" if k == "compiled" else f"{best_c / best:.1f}x, {med_c / med:.1f}x"
-        print(f"{k:<16} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36} "
+        print(f"{k:<17} {best:>12.1f} {med:>10.1f} {1e6 / (best * L):>9.2f} {ratio:>36} "
               f"{max(cpu_per_wall[k]):>9.2f}")
     sc, sl = rates["scale (compiled)"], rates["scale (L calls)"]
     print(f"scale factors: compiled / Python loop: {max(sc) / max(sl):.2f}x best, "
           f"{statistics.median(sc) / statistics.median(sl):.2f}x median; direct compiled / "
           f"scale compiled: {best_c / max(sc):.2f}x best, "
           f"{med_c / statistics.median(sc):.2f}x median")
+    print(f"shallow kernel / blocked kernel (both compiled): "
+          f"{best_c / max(rates['compiled blocked']):.2f}x best, "
+          f"{med_c / statistics.median(rates['compiled blocked']):.2f}x median")
     alts = [k for k in ("numpy", "jax", "torch") if k in rates]
     fast_b = max(alts, key=lambda k: max(rates[k]))
     fast_m = max(alts, key=lambda k: statistics.median(rates[k]))

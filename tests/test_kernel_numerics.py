@@ -8,7 +8,9 @@
   docs/performance.md for the measured values);
 * serial == parallel, bitwise, for data sizes that are not a multiple of the block size, for
   both reduction paths of the parallel kernel and both dtypes;
-* :func:`thermonet.kernels.threads.limit` capping BLAS threads.
+* :func:`thermonet.kernels.threads.limit` capping BLAS threads;
+* the fixed-order sums of :mod:`thermonet.kernels.reduce`: their order, bit for bit, and
+  their accuracy.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 
 from thermonet.architectures.mlp import M3, MLP, M3Star
 from thermonet.kernels import elementwise as ke
-from thermonet.kernels import jit
+from thermonet.kernels import jit, reduce
 from thermonet.kernels import mlp as k
 from thermonet.kernels.jit import kernel
 
@@ -325,3 +327,57 @@ def test_limit_caps_blas_threads_and_restores():
     assert blas_threads() == before
     with kt.limit(2, blas_threads=None):
         assert blas_threads() == before
+
+
+@kernel
+def _vdot(a, b):
+    return reduce.vdot(a, b)
+
+
+@kernel
+def _vsum(a):
+    return reduce.vsum(a)
+
+
+def _lane_order(terms):
+    """The documented order of kernels.reduce: 8 lanes, pairwise, then the tail in order."""
+    n = len(terms)
+    head = n - n % 8
+    lanes = [0.0] * 8
+    for c in range(head):
+        lanes[c % 8] += terms[c]
+    s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5])
+                                                          + (lanes[6] + lanes[7]))
+    for c in range(head, n):
+        s += terms[c]
+    return s
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 16, 200, 203])
+def test_vdot_and_vsum_add_in_the_documented_order(rng, n):
+    # exact products (small integers times powers of two), sums that depend on the order:
+    # FMA then equals multiply-then-add, so the documented order gives these bits exactly
+    big = rng.choice([2.0 ** 53, -(2.0 ** 53), 1.0, -1.0, 3.0], size=n)
+    b = rng.choice([1.0, 0.5, 2.0], size=n)
+    terms = [float(u * v) for u, v in zip(big, b, strict=True)]
+    assert _vdot(big, b) == _lane_order(terms)
+    assert _vsum(big) == _lane_order([float(u) for u in big])
+    if n == 203:
+        # and the order is not the plain left-to-right one (which would give other bits)
+        plain = 0.0
+        for t in terms:
+            plain += t
+        assert plain != _lane_order(terms)
+
+
+def test_vdot_is_accurate_and_propagates_nan(rng):
+    a, b = rng.normal(size=1001), rng.normal(size=1001)
+    exact = math.fsum(float(u * v) for u, v in zip(a, b, strict=True))
+    bound = (1001 / 8 + 3) * np.finfo(float).eps * float(np.sum(np.abs(a * b)))
+    assert abs(_vdot(a, b) - exact) <= bound
+    assert abs(_vsum(a) - math.fsum(a)) <= (1001 / 8 + 3) * np.finfo(float).eps * np.sum(
+        np.abs(a))
+    a[500] = np.nan
+    assert math.isnan(_vdot(a, b)) and math.isnan(_vsum(a))
+    a[500] = np.inf
+    assert _vsum(a) == np.inf

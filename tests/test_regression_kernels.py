@@ -11,7 +11,8 @@ import pytest
 from tests import reference as ref
 from thermonet.architectures.mlp import MLP
 from thermonet.architectures.regression import RegressionMLP
-from thermonet.errors import DataError
+from thermonet.architectures.regression_potential import choose_kernel
+from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import elementwise as ew
 from thermonet.kernels import leapfrog as lf
 
@@ -57,14 +58,24 @@ def test_tanh_unit_matches_numpy():
     assert np.isnan(z[0, 0]) and z[0, 1] == 1.0 and z[0, 2] == -1.0
 
 
+@pytest.mark.parametrize("kernel", ["auto", "blocked", "shallow"])
 @pytest.mark.parametrize("act", ["tanh", "logistic"])
 @pytest.mark.parametrize("widths,n,block", [([2, 16, 2], 200, 512), ([3, 5, 4, 1], 37, 16),
-                                            ([6, 8, 3], 300, 128)])
-def test_regression_energy_and_grad_match_numpy(rng, act, widths, n, block):
-    arch = RegressionMLP(widths[0], widths[1:-1], widths[-1], hidden_activation=act)
+                                            ([6, 8, 3], 300, 128), ([1, 9, 1], 13, 512),
+                                            ([3, 7, 4], 61, 512)])
+def test_regression_energy_and_grad_match_numpy(rng, kernel, act, widths, n, block):
+    # the shapes cover the shallow kernel's special passes: one input or output (no middle
+    # pass), three or more (middle passes), and N not a multiple of its 8 lanes
+    if kernel == "shallow" and len(widths) != 3:
+        pytest.skip("the shallow kernel has one hidden layer")
+    arch = RegressionMLP(widths[0], widths[1:-1], widths[-1], hidden_activation=act,
+                         kernel=kernel)
     x = rng.normal(size=(n, widths[0]))
     y = rng.normal(size=(n, widths[-1]))
     pot = arch.potential(x=x, y=y, block=block)
+    assert pot.kernel == (kernel if kernel != "auto" else
+                          "shallow" if len(widths) == 3 and widths[0] + widths[-1] <= 12
+                          else "blocked")
     hyper = rng.uniform(0.5, 3.0, arch.initial_hyper().size)
     pot.set_hyperparameters(hyper, 1.7)
     theta = rng.normal(size=arch.n_params)
@@ -81,9 +92,10 @@ def test_regression_energy_and_grad_match_numpy(rng, act, widths, n, block):
                                rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("kernel", ["blocked", "shallow"])
 @pytest.mark.parametrize("act", ["tanh", "logistic"])
-def test_regression_gradient_matches_finite_differences(rng, act):
-    arch = RegressionMLP(2, [7], 2, hidden_activation=act, ard=True)
+def test_regression_gradient_matches_finite_differences(rng, act, kernel):
+    arch = RegressionMLP(2, [7], 2, hidden_activation=act, ard=True, kernel=kernel)
     x = rng.uniform(-2, 2, size=(50, 2))
     y = rng.normal(size=(50, 2))
     pot = arch.potential(x=x, y=y)
@@ -125,8 +137,9 @@ def test_tanh_classifier_matches_numpy(rng):
     assert pot.hessian_method is None            # the R-operator knows logistic units only
 
 
-def test_compiled_trajectory_matches_python_leapfrog(rng):
-    arch = RegressionMLP(2, [16], 2)
+@pytest.mark.parametrize("kernel", ["blocked", "shallow"])
+def test_compiled_trajectory_matches_python_leapfrog(rng, kernel):
+    arch = RegressionMLP(2, [16], 2, kernel=kernel)
     x = rng.uniform(-2, 2, size=(200, 2))
     y = rng.normal(size=(200, 2))
     pot = arch.potential(x=x, y=y)
@@ -160,4 +173,54 @@ def test_compiled_trajectory_matches_python_leapfrog(rng):
 def test_bad_regression_data_is_one_line_error(x, y, match):
     with pytest.raises(DataError, match=match) as err:
         RegressionMLP().potential(x=x, y=y)
+    assert "\n" not in str(err.value)
+
+
+def test_the_two_kernels_agree_to_rounding_and_each_repeats_bit_for_bit(rng):
+    x = rng.uniform(-2, 2, size=(203, 2))
+    y = rng.normal(size=(203, 2))
+    pots = {k: RegressionMLP(2, [16], 2, kernel=k).potential(x=x, y=y)
+            for k in ("blocked", "shallow")}
+    theta = rng.normal(size=pots["blocked"].n_params)
+    out = {k: pot.energy_and_grad(theta) for k, pot in pots.items()}
+    (e_b, g_b), (e_s, g_s) = out["blocked"], out["shallow"]
+    assert e_s == pytest.approx(e_b, rel=1e-13)
+    np.testing.assert_allclose(g_s, g_b, rtol=0, atol=1e-13 * np.abs(g_b).max())
+    # a copy of the potential (as every replica gets) runs the same kernel, to the bit
+    again = pots["shallow"].copy()
+    assert again.kernel == "shallow"
+    e2, g2 = again.energy_and_grad(theta)
+    assert e2 == e_s and np.array_equal(g2, g_s)
+
+
+@pytest.mark.parametrize("kernel", ["blocked", "shallow"])
+def test_a_non_finite_network_is_a_non_finite_energy(rng, kernel):
+    pot = RegressionMLP(2, [5], 2, kernel=kernel).potential(
+        x=rng.normal(size=(20, 2)), y=rng.normal(size=(20, 2)))
+    theta = rng.normal(size=pot.n_params)
+    theta[3] = np.nan
+    e, g = pot.energy_and_grad(theta)
+    assert not math.isfinite(e) and not math.isfinite(pot.energy(theta))
+    theta[3] = 1e200                  # the hidden unit saturates; the output weights overflow
+    theta[-5] = 1e200
+    assert not math.isfinite(pot.energy(theta))
+
+
+def test_auto_picks_the_shallow_kernel_for_small_one_layer_nets():
+    assert choose_kernel([2, 16, 2], "auto") == "shallow"           # the robot arm
+    assert choose_kernel([8, 256, 4], "auto") == "shallow"
+    assert choose_kernel([9, 16, 1], "auto") == "blocked"          # too many inputs
+    assert choose_kernel([8, 16, 5], "auto") == "blocked"          # inputs + outputs > 12
+    assert choose_kernel([2, 16, 16, 2], "auto") == "blocked"      # two hidden layers
+    assert choose_kernel([2, 16, 16, 2], "blocked") == "blocked"
+    assert choose_kernel([64, 16, 2], "shallow") == "shallow"      # asked for: obeyed
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"kernel": "fast"}, "architecture.kernel = 'fast'; expected one of"),
+    ({"kernel": "shallow", "hidden": [4, 4]}, "expected one hidden layer"),
+])
+def test_bad_kernel_option_is_one_line_error(kwargs, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        RegressionMLP(**kwargs)
     assert "\n" not in str(err.value)

@@ -41,6 +41,8 @@ from thermonet.types import FloatArray
 
 HIDDEN_ACTIVATIONS = {"tanh": k.HIDDEN_TANH, "logistic": 0}
 PARAMETERISATIONS = ("direct", "scale")
+#: the compiled network kernels a regression potential can use (RegressionPotential)
+KERNELS = ("auto", "blocked", "shallow")
 
 #: box half-widths of these models: none (the prior is the Gaussian in the energy)
 NO_BOX = 1e8
@@ -113,6 +115,12 @@ class RegressionMLP(Architecture):
         MacKay's framework re-estimated, so that a run samples the same posterior that
         framework approximates (docs/evidence.md). Default: ``1/weight_std^2`` for every
         group.
+    kernel : {"auto", "blocked", "shallow"}
+        The compiled network code: ``"shallow"`` (one hidden layer only) loops over the
+        cases with the data stored feature by feature, ``"blocked"`` is the matrix-product
+        kernel of the classifiers; ``"auto"`` picks ``"shallow"`` where it was measured to be
+        faster (:func:`thermonet.architectures.regression_potential.choose_kernel`). The two
+        agree to rounding, not bit for bit.
     """
 
     name: ClassVar[str] = "mlp-regression"
@@ -125,7 +133,8 @@ class RegressionMLP(Architecture):
                  hyper_shape: float = 0.5, ard: bool = False, weight_std: float = 1.0,
                  output_bias_std: float = 100.0, ard_levels: int = 2, ard_shape: float = 0.5,
                  ard_top_shape: float = 1.0, parameterisation: str = "direct",
-                 group_precisions: Sequence[float] | None = None) -> None:
+                 group_precisions: Sequence[float] | None = None,
+                 kernel: str = "auto") -> None:
         settings = dict(locals())
         settings.pop("self")
         settings.pop("__class__", None)
@@ -171,6 +180,12 @@ class RegressionMLP(Architecture):
                               "the groups' precisions): set hierarchical = true or "
                               "parameterisation = 'direct'")
         self.parameterisation = parameterisation
+        if kernel not in KERNELS:
+            raise ConfigError(f"architecture.kernel = {kernel!r}; expected one of {KERNELS}")
+        if kernel == "shallow" and len(widths) != 3:
+            raise ConfigError(f"architecture.kernel = 'shallow' with hidden = {hidden}; "
+                              "expected one hidden layer: use 'blocked' or 'auto'")
+        self.kernel = kernel
         self.scaled = parameterisation == "scale"
         #: the same network in the direct parameterisation (the scaled one evaluates it)
         self.direct = self if not self.scaled else RegressionMLP(

@@ -20,6 +20,7 @@ from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_hessian as krop
 from thermonet.kernels import mlp_regression as kr
 from thermonet.kernels import mlp_regression_hessian as krh
+from thermonet.kernels import mlp_shallow as ks
 from thermonet.types import FloatArray
 
 if TYPE_CHECKING:
@@ -27,6 +28,34 @@ if TYPE_CHECKING:
 
 #: rows per block: the robot arm's 200 cases are one block
 DEFAULT_BLOCK = 512
+
+
+#: ``kernel = "auto"`` picks the shallow kernel for one hidden layer with at most this many
+#: inputs, and at most :data:`SHALLOW_MAX_IN_OUT` inputs and outputs together: the shapes at
+#: which it was measured faster (docs/performance.md, "The shallow kernel")
+SHALLOW_MAX_INPUTS = 8
+SHALLOW_MAX_IN_OUT = 12
+
+
+def choose_kernel(widths: Any, requested: str) -> str:
+    """The network kernel a potential runs: ``requested`` unless it is ``"auto"``, which
+    picks ``"shallow"`` (:mod:`thermonet.kernels.mlp_shallow`) for one hidden layer with few
+    inputs and outputs (the constants above) and ``"blocked"`` otherwise.
+
+    The shallow kernel's passes over the cases grow with the inputs and outputs of each
+    hidden unit, while the matrix products of the blocked kernel get more efficient with
+    them; the constants come from ``benchmarks/bench_regression.py --shapes``, which also
+    flags every shape of its grid where this rule picks the slower kernel on the machine it
+    runs on. The rule depends on the network only, never on a timing, so that a run and its
+    resumption use the same kernel and repeat bit for bit.
+    """
+    if requested != "auto":
+        return requested
+    w = [int(v) for v in widths]
+    if (len(w) == 3 and w[0] <= SHALLOW_MAX_INPUTS
+            and w[0] + w[2] <= SHALLOW_MAX_IN_OUT):
+        return "shallow"
+    return "blocked"
 
 
 class RegressionPotential(Potential):
@@ -68,7 +97,20 @@ class RegressionPotential(Potential):
         self.n_residuals = self.n_data * n_out
         self._widths = arch.widths
         self._act = arch.act
-        self._work = np.empty(int(k.work_size(self._widths, self.block)))
+        #: the network kernel (:func:`choose_kernel`) and the data and activation code in the
+        #: layout it takes: what the compiled energy, gradient and trajectory are passed
+        self.kernel = choose_kernel(self._widths, arch.kernel)
+        work = int(k.work_size(self._widths, self.block))
+        if self.kernel == "shallow":
+            self.kx = np.ascontiguousarray(self.x.T)
+            self.ky = np.ascontiguousarray(self.y.T)
+            self.kact = int(self._act) | ks.FEATURE_MAJOR
+            work = max(work, int(ks.work_size(self._widths, self.block)))
+        else:
+            self.kx, self.ky, self.kact = self.x, self.y, int(self._act)
+        #: length of the scratch array the compiled kernels take (in this layout)
+        self.work_length = work
+        self._work = np.empty(work)
         self._partial = np.empty(self.n_params)
         self.prec = np.empty(self.n_params)
         self.tau = 1.0
@@ -93,7 +135,7 @@ class RegressionPotential(Potential):
 
     def half_sse(self, theta: FloatArray) -> float:
         """``S(w) = sum |f(x_n) - y_n|^2 / 2`` (float64)."""
-        return float(kr.half_sse(self._theta(theta), self._widths, self._act, self.x, self.y,
+        return float(kr.half_sse(self._theta(theta), self._widths, self.kact, self.kx, self.ky,
                                  self.block, self._work))
 
     def likelihood_energy(self, theta: FloatArray) -> float:
@@ -130,14 +172,14 @@ class RegressionPotential(Potential):
         return as_theta(theta, self.n_params, finite=False)
 
     def energy(self, theta: FloatArray) -> float:
-        return float(kr.energy(self._theta(theta), self._widths, self._act, self.x, self.y,
+        return float(kr.energy(self._theta(theta), self._widths, self.kact, self.kx, self.ky,
                                self.block, self._work, self.tau, self.prec, self.const))
 
     def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
                         ) -> tuple[float, FloatArray]:
         if grad_out is None:
             grad_out = np.empty(self.n_params)
-        e = kr.energy_and_grad(self._theta(theta), self._widths, self._act, self.x, self.y,
+        e = kr.energy_and_grad(self._theta(theta), self._widths, self.kact, self.kx, self.ky,
                                self.block, self._work, self._partial, grad_out, self.tau,
                                self.prec, self.const)
         return float(e), grad_out
@@ -149,7 +191,7 @@ class RegressionPotential(Potential):
         """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
         e, n, status, n_ref = kr.trajectory(
             theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway, self._widths,
-            self._act, self.x, self.y, self.block, self._work, self._partial, self.tau,
+            self.kact, self.kx, self.ky, self.block, self._work, self._partial, self.tau,
             self.prec, self.const)
         return float(e), int(n), int(status), int(n_ref)
 

@@ -46,7 +46,6 @@ import numpy as np
 from thermonet.api import Potential, as_theta
 from thermonet.api.hyper import GammaPrior, HyperModel
 from thermonet.errors import ConfigError
-from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_regression_scale as ks
 from thermonet.types import FloatArray
 
@@ -91,7 +90,7 @@ class ScaleFactorPotential(Potential):
         self.temperature = 1.0
         self._grad_w = np.empty(self.n_weights)
         # scratch of the compiled trajectory
-        self._work = np.empty(int(k.work_size(arch.widths, inner.block)))
+        self._work = np.empty(inner.work_length)
         self._partial = np.empty(self.n_weights)
         self._w = np.empty(self.n_weights)
         self._gw = np.empty(self.n_weights)
@@ -189,7 +188,7 @@ class ScaleFactorPotential(Potential):
         e, n, status, n_ref = ks.trajectory(
             theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
             self.n_weights, self.group_of, self.group_scale, self.v_prec, self.a, self.b,
-            self.temperature, self.arch.widths, self.arch.act, self.x, self.y, inner.block,
+            self.temperature, self.arch.widths, inner.kact, inner.kx, inner.ky, inner.block,
             self._work, self._partial, self._w, self._gw, self._f, inner.tau, inner.const)
         return float(e), int(n), int(status), int(n_ref)
 

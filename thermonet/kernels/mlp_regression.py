@@ -10,7 +10,11 @@ normalising constant for N cases of K outputs (so ``tau S + c = -ln p(D|w, tau)`
 temperature T when only the likelihood is tempered: ``exp(-E/T)`` is then
 ``p(D|w)^(1/T) p(w|prec)``). The network part is :func:`thermonet.kernels.mlp.loss_and_grad`
 with real-valued targets; ``widths`` and ``act`` as there (``act`` may carry
-:data:`thermonet.kernels.mlp.HIDDEN_TANH`).
+:data:`thermonet.kernels.mlp.HIDDEN_TANH`). With the bit
+:data:`thermonet.kernels.mlp_shallow.FEATURE_MAJOR` in ``act`` the network has one hidden
+layer, ``x`` and ``y`` are stored feature-major (shapes ``(n_in, n)`` and ``(n_out, n)``) and
+the network part is :mod:`thermonet.kernels.mlp_shallow`'s (``partial`` is then unused,
+``work`` is that module's scratch).
 """
 
 from __future__ import annotations
@@ -19,7 +23,24 @@ import math
 
 from thermonet.kernels import leapfrog as lf
 from thermonet.kernels import mlp
+from thermonet.kernels import mlp_shallow as shallow
 from thermonet.kernels.jit import kernel
+
+
+@kernel
+def data_loss(theta, widths, act, x, y, block, work):
+    """``S(w)`` by the kernel ``act`` selects (module docstring)."""
+    if act & shallow.FEATURE_MAJOR:
+        return shallow.loss(theta, widths, act, x, y, block, work)
+    return mlp.loss(theta, widths, act, x, y, block, work)
+
+
+@kernel
+def data_loss_and_grad(theta, widths, act, x, y, block, work, partial, grad):
+    """``S(w)`` and its gradient (to ``grad``) by the kernel ``act`` selects."""
+    if act & shallow.FEATURE_MAJOR:
+        return shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
+    return mlp.loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
 
 
 @kernel
@@ -34,14 +55,14 @@ def prior_term(theta, prec):
 @kernel
 def energy(theta, widths, act, x, y, block, work, tau, prec, const):
     """``E(w)`` above (float64); NaN or inf if the forward pass overflowed."""
-    s = mlp.loss(theta, widths, act, x, y, block, work)
+    s = data_loss(theta, widths, act, x, y, block, work)
     return tau * s + const + prior_term(theta, prec)
 
 
 @kernel
 def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
     """``E(w)`` and its gradient (written to ``grad``)."""
-    s = mlp.loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+    s = data_loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
     ep = 0.0
     for i in range(theta.shape[0]):
         t = theta[i]
@@ -54,7 +75,7 @@ def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, p
 @kernel
 def half_sse(theta, widths, act, x, y, block, work):
     """``S(w) = sum |f - y|^2 / 2`` alone (the noise precision's sufficient statistic)."""
-    return mlp.loss(theta, widths, act, x, y, block, work)
+    return data_loss(theta, widths, act, x, y, block, work)
 
 
 def _make_trajectory(reflect):

@@ -10,11 +10,11 @@ output biases) is ``w_i = v_i``. The energy and its gradient
     dE/dv_i = f_g tau dS/dw_i + T pv_i v_i,
     dE/du_g = -1/2 sum_{i in g} w_i tau dS/dw_i + T (b_g e^{u_g} - a_g),
 
-with ``S`` the half sum of squared residuals (:func:`thermonet.kernels.mlp.loss_and_grad`
-with real-valued targets), ``tau`` the noise precision and ``c`` the Gaussian's normalising
-constant (:mod:`thermonet.kernels.mlp_regression`). ``a_g``, ``b_g`` are the Gamma shape and
-rate of group g's precision, one pair per group (under a three-level prior they depend on the
-top level's mean).
+with ``S`` the half sum of squared residuals
+(:func:`thermonet.kernels.mlp_regression.data_loss_and_grad`), ``tau`` the noise precision
+and ``c`` the Gaussian's normalising constant (:mod:`thermonet.kernels.mlp_regression`).
+``a_g``, ``b_g`` are the Gamma shape and rate of group g's precision, one pair per group
+(under a three-level prior they depend on the top level's mean).
 
 An overflowing ``e^{u_g}`` makes ``f_g = 0`` and the energy infinite; an underflowing one makes
 ``f_g`` infinite and the network's output NaN: either way a non-finite energy, which ends a
@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from thermonet.kernels import leapfrog as lf
-from thermonet.kernels import mlp
+from thermonet.kernels import mlp_regression as kr
 from thermonet.kernels.jit import kernel
 
 
@@ -50,7 +50,7 @@ def energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature, wi
     they hold ``w(q)``, ``tau dS/dw`` and the group factors.
     """
     weights(q, n_w, group_of, group_scale, f, w)
-    s = mlp.loss_and_grad(w, widths, act, x, y, block, work, partial, gw)
+    s = kr.data_loss_and_grad(w, widths, act, x, y, block, work, partial, gw)
     n_g = group_scale.shape[0]
     for g in range(n_g):
         grad[n_w + g] = 0.0
