@@ -60,16 +60,31 @@ def energy(theta, widths, act, x, y, block, work, tau, prec, const):
 
 
 @kernel
-def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
-    """``E(w)`` and its gradient (written to ``grad``)."""
-    s = data_loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+def _add_prior(theta, grad, tau, prec):
+    """``grad <- tau grad + prec theta``; returns the prior term ``sum prec theta^2 / 2``."""
     ep = 0.0
     for i in range(theta.shape[0]):
         t = theta[i]
         pt = prec[i] * t
         ep += 0.5 * pt * t
         grad[i] = tau * grad[i] + pt
-    return tau * s + const + ep
+    return ep
+
+
+@kernel
+def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
+    """``E(w)`` and its gradient (written to ``grad``)."""
+    s = data_loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+    return tau * s + const + _add_prior(theta, grad, tau, prec)
+
+
+@kernel
+def energy_and_grad_shallow(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
+                            const):
+    """:func:`energy_and_grad` with the shallow kernel only (the same bits; without the
+    blocked kernel's code a trajectory's step is about 7 % faster, docs/performance.md)."""
+    s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
+    return tau * s + const + _add_prior(theta, grad, tau, prec)
 
 
 @kernel
@@ -78,7 +93,7 @@ def half_sse(theta, widths, act, x, y, block, work):
     return data_loss(theta, widths, act, x, y, block, work)
 
 
-def _make_trajectory(reflect):
+def _make_trajectory(reflect, feature_major):
     def trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, act,
                    x, y, block, work, partial, tau, prec, const):
         e = math.nan
@@ -91,8 +106,12 @@ def _make_trajectory(reflect):
         elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
             return e, 1, lf.RUNAWAY, n_ref
         for s in range(n_steps):
-            e = energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
-                                const)
+            if feature_major:
+                e = energy_and_grad_shallow(theta, widths, act, x, y, block, work, partial, grad,
+                                            tau, prec, const)
+            else:
+                e = energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau,
+                                    prec, const)
             if not math.isfinite(e):
                 return e, s + 1, lf.NON_FINITE, n_ref
             if s == n_steps - 1:
@@ -108,8 +127,21 @@ def _make_trajectory(reflect):
     return trajectory
 
 
-#: :func:`trajectory` compiled for each wall mode (:func:`thermonet.kernels.leapfrog.by_wall`)
-TRAJECTORY = lf.by_wall(_make_trajectory)
+def _make_blocked(reflect):
+    return _make_trajectory(reflect, False)
+
+
+def _make_shallow(reflect):
+    f = _make_trajectory(reflect, True)
+    # its own name, so that its kernels and cache files are not the blocked ones'
+    f.__name__ = f.__qualname__ = "trajectory_shallow"
+    return f
+
+
+#: :func:`trajectory` compiled for each wall mode (:func:`thermonet.kernels.leapfrog.by_wall`),
+#: with the network kernel ``act`` selects fixed at compile time (a closure constant)
+TRAJECTORY = lf.by_wall(_make_blocked)
+TRAJECTORY_SHALLOW = lf.by_wall(_make_shallow)
 
 
 def trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
@@ -119,6 +151,7 @@ def trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runawa
     Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
     only, serial), plus ``tau``, ``prec`` and ``const`` of ``E(w)``.
     """
-    return lf.for_wall(TRAJECTORY, wall)(
+    kernels = TRAJECTORY_SHALLOW if act & shallow.FEATURE_MAJOR else TRAJECTORY
+    return lf.for_wall(kernels, wall)(
         theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, act, x, y, block,
         work, partial, tau, prec, const)
