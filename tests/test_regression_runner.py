@@ -135,6 +135,31 @@ def test_hmc_gibbs_run_resumes_bit_for_bit_with_hyperparameters(arm_cfg, tmp_pat
     assert not np.allclose(ckpt.read_checkpoint(straight).slots["hyper"], 1.0)
 
 
+def test_a_run_written_before_an_option_existed_resumes(arm_cfg, tmp_path):
+    """A checkpoint whose stored configuration lacks an option added since (here
+    architecture.kernel, as in runs written before it existed) resumes with the option's
+    default, not as a changed configuration."""
+    import dataclasses
+
+    straight, half = tmp_path / "straight", tmp_path / "half"
+    Run.create(cfgmod.load(arm_cfg), straight).run()
+    Run.create(cfgmod.load(arm_cfg, {"run.n_iterations": 4}), half).run()
+    detach_log()
+
+    def drop_kernel(text: str) -> str:
+        out = "".join(line for line in text.splitlines(keepends=True)
+                      if not line.startswith("kernel ="))
+        assert out != text
+        return out
+
+    ck = ckpt.read_checkpoint(half)
+    ckpt.write_checkpoint(half, dataclasses.replace(ck, config_toml=drop_kernel(ck.config_toml)))
+    (half / ckpt.CONFIG).write_text(drop_kernel((half / ckpt.CONFIG).read_text()))
+    Run.open(half, n_iterations=8).run()
+    detach_log()
+    _assert_same(_tree(straight), _tree(half))      # "auto" then and now: the same kernel
+
+
 def test_kill_at_a_checkpoint_then_resume_is_exact(arm_cfg, tmp_path):
     straight = tmp_path / "straight"
     Run.create(cfgmod.load(arm_cfg), straight).run()

@@ -155,9 +155,9 @@ def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
     table by table against the checkpointed configuration. Returns it and whether config.toml
     must be rewritten."""
     stored, renamed = cfgmod.translate_legacy(cfgmod.parse_toml(ck.config_toml), warn=False)
-    if renamed:
-        # written before [ladder] existed: its ladder table lacks the keys of today's defaults
-        stored = cfgmod.resolve(stored, warn_legacy=False).data
+    # resolved again, so that a key added since the run was written (a new [ladder] table, a
+    # plugin's new option) takes today's default on both sides instead of reading as a change
+    stored = cfgmod.resolve(stored, warn_legacy=False).data
     on_disk = run_dir / ckpt.CONFIG
     doc = stored
     if on_disk.is_file():
