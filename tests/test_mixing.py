@@ -170,6 +170,13 @@ def test_verdict_strings():
     assert ok.mixed and str(ok) == "mixed: 14 restarts (6.2/h), 9 round trips, max R-hat 1.01"
     low = verdict([1.0, 2.0], restarts=3, round_trips=1, ess_bulk=[50.0, 300.0])
     assert low.mixed and low.flags == [f"bulk ESS 50 at T = 1 (< {ESS_MIN:g})"]
+    # fewer than 10 effective draws at one temperature: that chain has not forgotten its
+    # start, whatever the replicas' restarts say (a robot-arm run at T = 1: ESS 1)
+    stuck = verdict([1.0, 2.0], restarts=12, round_trips=6, ess_bulk=[1.0, 300.0],
+                    rhat=[2.11, 1.0], rhat_decides=False)
+    assert not stuck.mixed
+    assert stuck.reasons == ["bulk ESS 1 at T = 1 (fewer than 10 effective draws)"]
+    assert stuck.flags == ["split R-hat 2.11 at T = 1 (this run's halves)"]
     trips = verdict([1.0, 2.0], restarts=3, round_trips=0)
     assert not trips.mixed and trips.reasons == ["0 round trips (3 restarts)"]
     single = verdict([1.0, 2.0], restarts=5, round_trips=5, rhat=[1.2, 1.0],

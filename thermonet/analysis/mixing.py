@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.analysis.convergence import (
+    ESS_DECIDES,
     ESS_MIN,
     RHAT_MAX,
     chain_diagnostics,
@@ -290,8 +291,10 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
     Not mixed when: the ladder has more than one rung and no replica made a restart or a
     round trip; any rung is frozen (acceptance below :data:`ACCEPT_FROZEN`); the largest
     split-R-hat over temperatures exceeds ``rhat_max`` (when ``rhat_decides``; otherwise
-    that is only flagged). Flagged (still mixed): bulk ESS below ``ess_min``, timid rungs,
-    undefined R-hat, pairs that never swap.
+    that is only flagged); the bulk ESS at some temperature is below
+    :data:`~thermonet.analysis.convergence.ESS_DECIDES` (10: the chain has not forgotten its
+    start there). Flagged (still mixed): bulk ESS below ``ess_min``, timid rungs, undefined
+    R-hat, pairs that never swap.
 
     R-hat and ESS must be of permutation-invariant observables (the energy per temperature
     slot, test energies): never of raw weights, which are not identifiable.
@@ -371,7 +374,10 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
         e = np.asarray(ess_bulk, dtype=np.float64)
         if np.isfinite(e).any():
             i = int(np.nanargmin(e))
-            if e[i] < ess_min:
+            if e[i] < ESS_DECIDES:
+                failed.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (fewer than "
+                              f"{ESS_DECIDES:g} effective draws)")
+            elif e[i] < ess_min:
                 flags.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (< {ess_min:g})")
     if swaps is not None:
         cut = np.flatnonzero(swaps.rejection == 1.0)
