@@ -224,6 +224,15 @@ def test_log_evidence_needs_a_prior_rung_and_says_when_not_mixed():
     ev = model_evidence([1.0, 2.0, np.inf], e, V())
     assert ev is not None and not ev.mixed
     assert "NOT the model's evidence" in ev.describe()
+    assert ev.ti_usable and "(integration over beta)" in ev.describe()
+    # energies at the prior rung spread over many decades (vague hyperpriors): the trapezoid's
+    # first interval has no useful mean, and the line says so instead of printing it
+    wild = e.copy()
+    wild[:, 2] = 10.0 ** np.random.default_rng(2).uniform(0, 12, size=50)
+    bad = model_evidence([1.0, 2.0, np.inf], wild, V())
+    assert bad is not None and not bad.ti_usable
+    assert np.isfinite(bad.log_z_ss)                  # the stepping stone still is
+    assert "integration over beta not usable (± " in bad.describe()
 
 
 def test_run_log_evidence_refuses_a_run_without_a_prior_rung(tmp_path):

@@ -30,6 +30,11 @@ from thermonet.tempering.ladder import trajectories_from_settings
 #: how close a rung's temperature must be to 1 to count as ``T = 1``
 T_ONE_RTOL = 1e-9
 
+#: integration over beta is reported as not usable when its error bar exceeds the stepping
+#: stone's by this factor (e.g. under vague hyperpriors, where the prior rung's energies span
+#: many decades and the trapezoid's first interval has no useful mean)
+TI_UNUSABLE_RATIO = 100.0
+
 
 class ModelEvidence(NamedTuple):
     """``log Z(T = 1)`` of a run, its error bars and whether it may be read as the model's
@@ -44,11 +49,21 @@ class ModelEvidence(NamedTuple):
     mixed: bool              #: the run's mixing verdict
     verdict: str             #: its text
 
+    @property
+    def ti_usable(self) -> bool:
+        """Whether integration over beta gives a number worth printing (module constant)."""
+        return bool(np.isfinite(self.log_z_ti) and np.isfinite(self.log_z_ti_err)
+                    and self.log_z_ti_err <= TI_UNUSABLE_RATIO * max(self.log_z_ss_err,
+                                                                       1e-12))
+
     def describe(self) -> str:
         """One line: the numbers and what they are."""
+        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta)"
+              if self.ti_usable else
+              f"integration over beta not usable (± {self.log_z_ti_err:.2g}: the energies at "
+              "the prior rung are too spread for the trapezoid rule)")
         head = (f"log evidence (T = 1, from the prior rung): {self.log_z_ss:.4f} ± "
-                f"{self.log_z_ss_err:.2g} (stepping stone), {self.log_z_ti:.4f} ± "
-                f"{self.log_z_ti_err:.2g} (integration over beta)")
+                f"{self.log_z_ss_err:.2g} (stepping stone), {ti}")
         if self.mixed:
             return head + "; the run mixed, so this is the model's evidence"
         return (head + "; NOT the model's evidence: the run has not mixed, so basins its "
@@ -120,4 +135,5 @@ def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> Model
     return out
 
 
-__all__ = ["T_ONE_RTOL", "ModelEvidence", "model_evidence", "run_log_evidence", "t_one_slot"]
+__all__ = ["TI_UNUSABLE_RATIO", "T_ONE_RTOL", "ModelEvidence", "model_evidence",
+           "run_log_evidence", "t_one_slot"]
