@@ -87,3 +87,44 @@ def test_momenta_not_carried_across_the_mass_change_bias_the_chain():
     hyp, _ = _chain(s, N, 7)
     z = [(_bm(hyp[:, j])[0] - 1.0) / _bm(hyp[:, j])[1] for j in range(3)]
     assert min(z) < -6.0, z
+
+
+def _noise_model():
+    """As _model, with an unknown noise level whose prior is also Gamma(4, 4) (no data: the
+    posterior is the prior, E[tau] = 1)."""
+    arch = RegressionMLP(1, [1], 1, noise_width=1.0, noise_shape=8.0, hyper_width=1.0,
+                         hyper_shape=8.0)
+    return arch, arch.potential(x=np.empty((0, 1)), y=np.empty((0, 1)))
+
+
+def _noise_chain(sampler, n, seed):
+    rng = np.random.default_rng(seed)
+    state = sampler.init(np.full(sampler.potential.n_params, 0.5))
+    hyp, w2 = np.empty((n, 4)), np.empty((n, 3))
+    for i in range(n):
+        state, _ = sampler.step(state, rng)
+        hyp[i], w2[i] = state.hyper, state.theta[:3] ** 2
+    return hyp[300:], w2[300:]
+
+
+def test_steps_per_noise_level_keep_the_posterior():
+    arch, pot = _noise_model()
+    s = GibbsHMC(pot, step_size=0.3, n_leapfrog=5, step_size_jitter=0.5, persistence=0.9,
+                 step_size_scaling="noise", masses=np.full(arch.n_params, 2.0))
+    h = np.array([0.5, 3.0, 7.0, 2.5])                  # three groups, then the noise
+    assert np.array_equal(s.group_masses(h), np.full(arch.n_params, 2.0 * 2.5))
+    assert np.allclose(s.momentum_factor(np.array([1.0, 1.0, 1.0, 4.0]), h),
+                       math.sqrt(2.5 / 4.0), rtol=1e-15)
+    hyp, w2 = _noise_chain(s, N, 11)
+    for j in range(4):                                  # the precisions and the noise's
+        m, se = _bm(hyp[:, j])
+        assert abs(m - 1.0) < 4.5 * se, (j, m, se)
+    for j in range(3):
+        m, se = _bm(w2[:, j])
+        assert abs(m - 4.0 / 3.0) < 4.5 * se, (j, m, se)
+
+
+def test_noise_steps_need_an_unknown_noise_level():
+    _, pot = _model()                                   # noise_std = 1: no noise precision
+    with pytest.raises(ConfigError, match="'noise' needs an unknown noise level"):
+        GibbsHMC(pot, step_size_scaling="noise")

@@ -17,15 +17,18 @@ Each step leaves ``p(w, p, h | D, T) ∝ p(D|w,h)^(1/T) p(w|h) p(h) N(p; 0, mT)`
 The state carries the momenta and hyperparameters, so a resumed run continues bit for bit.
 For a potential without :meth:`hyper_model` the sampler is HMC with persistence and windows.
 
-Step sizes per group (``step_size_scaling = "prior"``)
-------------------------------------------------------
+Step sizes per group (``step_size_scaling = "prior"``) or per noise level (``"noise"``)
+-------------------------------------------------------------------------------------
 Neal's heuristic (Neal 1996, Sec. 3.5; his FBM software): the step for a weight of group g is
 ``dt_g = step_size * sigma_g``, ``sigma_g = 1/sqrt(scale_g prec_g)`` the group's current prior
 width, so ``step_size`` is a global factor in units of the prior widths. Leapfrog with steps
 ``dt sigma_i`` is leapfrog with step dt and masses ``m_i = 1/sigma_i^2`` (Neal 2011, Sec.
 4.1), which is how it is done here: the masses are ``m_i = m0_i scale_g prec_g`` (m0 the
 configured masses; parameters outside every group keep m0), set after each Gibbs update, so
-they change only *between* trajectories, never within one.
+they change only *between* trajectories, never within one. ``"noise"`` does the same with
+masses ``m_i = m0_i tau`` (every step ``step_size / sqrt(tau)``): when the likelihood dominates,
+its curvature grows with the noise precision tau, and a dt frozen at warm-up freezes the chain
+once tau has grown (the robot arm with 3 hidden units, docs/results.md).
 
 Why that is exact. Write the momenta in standard form ``u = p / sqrt(m(h) T)``. The target is
 ``p(w, h | D, T) N(u; 0, I)``: u is independent of (w, h) and its law does not involve h.
@@ -62,7 +65,7 @@ from thermonet.samplers.hmc import HMC, HMCConfig, HMCInfo
 from thermonet.samplers.windows import windowed_transition
 from thermonet.types import FloatArray
 
-STEP_SIZE_SCALINGS = ("none", "prior")
+STEP_SIZE_SCALINGS = ("none", "prior", "noise")
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,13 @@ class GibbsHMCConfig(HMCConfig):
         alpha in [0, 1): the momentum's share kept at each refresh (0.95 in Rasmussen 1996).
     fixed_hyper_transitions : int
         Transitions at the start with the hyperparameters held at their initial values.
-    step_size_scaling : {"none", "prior"}
+    step_size_scaling : {"none", "prior", "noise"}
         "prior": the step of each weight group is ``step_size`` times the group's current
         prior width (Neal's heuristic; masses set between trajectories, module docstring);
-        ``step_size`` is then a factor of order 0.01-0.3. "none" (default): one dt for all.
+        ``step_size`` is then a factor of order 0.01-0.3. "noise": every step is
+        ``step_size`` times the current noise level ``1/sqrt(tau)`` (masses ``m0 tau``), so
+        that dt follows the data term's curvature as the noise precision changes; needs an
+        unknown noise level. "none" (default): one dt for all.
     """
 
     persistence: float = 0.0
@@ -90,7 +96,8 @@ class GibbsHMCConfig(HMCConfig):
         if self.step_size_scaling not in STEP_SIZE_SCALINGS:
             raise ConfigError(f"step_size_scaling = {self.step_size_scaling!r}; expected one "
                               f"of {STEP_SIZE_SCALINGS} (\"prior\": per-group steps "
-                              "step_size x the group's prior width, Neal's heuristic)")
+                              "step_size x the group's prior width, Neal's heuristic; "
+                              "\"noise\": steps step_size x the noise level)")
         settings.check_real(self, "hmc-gibbs", "persistence", lo=0.0, lo_open=False, hi=1.0,
                             expected="a number in [0, 1), e.g. 0.95")
         settings.check_int(self, "hmc-gibbs", "fixed_hyper_transitions", minimum=0,
@@ -124,20 +131,32 @@ class GibbsHMC(HMC):
         self.potential = potential.copy()
         hm = getattr(self.potential, "hyper_model", None)
         self.hyper_model = hm() if hm is not None else None
-        #: the configured masses; with step_size_scaling = "prior" the working masses are
-        #: these times scale_g prec_g per group (set by _apply)
+        #: the configured masses; with step_size_scaling = "prior" or "noise" the working
+        #: masses are these times scale_g prec_g per group, or times tau (set by _apply)
         self.base_masses = self.masses.copy()
-        self._scaled = (self.config.step_size_scaling == "prior"
-                        and self.hyper_model is not None and len(self.hyper_model.groups) > 0)
+        hm = self.hyper_model
+        mode = self.config.step_size_scaling
+        self._scaling = mode if (
+            hm is not None and ((mode == "prior" and len(hm.groups) > 0)
+                                or (mode == "noise" and hm.noise is not None))) else "none"
+        if mode == "noise" and self._scaling == "none":
+            raise ConfigError("step_size_scaling = 'noise' needs an unknown noise level (a "
+                              "noise precision among the hyperparameters); this model has "
+                              "none: use 'prior' or 'none', or drop architecture.noise_std")
+        self._scaled = self._scaling != "none"
 
     def group_masses(self, hyper: FloatArray) -> FloatArray:
-        """The masses for ``hyper``: ``m0_i scale_g prec_g`` in group g (``m0_i`` elsewhere),
-        so that the step of group g is ``step_size`` times its prior width."""
+        """The masses for ``hyper``: with "prior", ``m0_i scale_g prec_g`` in group g
+        (``m0_i`` elsewhere), so that the step of group g is ``step_size`` times its prior
+        width; with "noise", ``m0_i tau`` for every parameter."""
         m = self.base_masses.copy()
-        if self._scaled:
+        if self._scaling == "prior":
             assert self.hyper_model is not None
             for g, grp in enumerate(self.hyper_model.groups):
                 m[grp.index] *= grp.scale * hyper[g]
+        elif self._scaling == "noise":
+            assert self.hyper_model is not None
+            m *= hyper[len(self.hyper_model.groups)]
         return m
 
     def momentum_factor(self, old: FloatArray, new: FloatArray) -> Any:
@@ -145,11 +164,7 @@ class GibbsHMC(HMC):
         hyperparameters ``old`` to ``new`` (module docstring); 1 without scaling."""
         if not self._scaled:
             return 1.0
-        assert self.hyper_model is not None
-        f = np.ones(self.potential.n_params)
-        for g, grp in enumerate(self.hyper_model.groups):
-            f[grp.index] = math.sqrt(new[g] / old[g])
-        return f
+        return np.sqrt(self.group_masses(new) / self.group_masses(old))
 
     def _apply(self, hyper: FloatArray) -> None:
         if self.hyper_model is not None:
