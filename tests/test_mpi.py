@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -75,9 +76,19 @@ def _launch(mpiexec: str, n: int, args: list, *, script: list | None = None,
                                                           environ.get("PYTHONPATH")]))
     environ.pop("CI", None)
     command = script or ["-m", "thermonet.cli"]
-    return subprocess.run([mpiexec, "-n", str(n), sys.executable, *map(str, [*command, *args])],
-                          env=environ, capture_output=True, text=True, timeout=TIMEOUT,
-                          cwd=ROOT)
+    argv = [mpiexec, "-n", str(n), sys.executable, *map(str, [*command, *args])]
+    # its own session, so that a job that does not end is killed whole (ranks included)
+    # instead of leaving ranks to load the machine for the tests after it
+    proc = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"mpiexec -n {n} did not end within {TIMEOUT} s; the end of its "
+                             f"stderr:\n{err[-3000:]}\nstdout:\n{out[-1000:]}") from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _tree(run_dir: Path) -> dict:
