@@ -434,3 +434,22 @@ def test_a_signal_inside_the_jit_compiler_is_sent_again_not_raised(monkeypatch):
             stop.handle(signal.SIGINT, sys._getframe())
     assert stop.signum == signal.SIGINT
     assert not interrupt.in_compiler(sys._getframe())
+    # an import in progress, or another thread inside the compiler, defers the stop as well
+    exec(compile("import sys\ndef g():\n    return sys._getframe()\n",
+                 "<frozen importlib._bootstrap>", "exec"), scope)
+    assert interrupt.in_compiler(scope["g"]())
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+    exec(compile("def wait(inside, release):\n    inside.set()\n    release.wait(10)\n",
+                 os.sep.join(["", "x", "llvmlite", "binding", "fake.py"]), "exec"), scope)
+    worker = threading.Thread(target=scope["wait"], args=(inside, release))
+    worker.start()
+    try:
+        assert inside.wait(10)
+        assert interrupt.compiling(sys._getframe())          # the other thread compiles
+        assert not interrupt.in_compiler(sys._getframe())    # this one does not
+    finally:
+        release.set()
+        worker.join()
+    assert not interrupt.compiling(sys._getframe())

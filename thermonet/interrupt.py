@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,18 +33,31 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: seconds after which a signal that arrived inside the compiler is sent again
 RESEND_AFTER = 0.05
 
-#: packages in whose Python frames an exception must not be raised (the JIT compiler)
-_COMPILER_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("numba", "llvmlite"))
+#: packages in whose Python frames an exception must not be raised: the JIT compiler, and
+#: HDF5's bindings (an exception inside their callbacks is swallowed or leaves state behind)
+_UNSAFE_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("numba", "llvmlite", "h5py"))
+#: nor while a module is being imported (a half-initialised extension module can crash later)
+_UNSAFE_PREFIX = "<frozen importlib"
 
 
 def in_compiler(frame: FrameType | None) -> bool:
-    """Whether ``frame`` or any frame below it runs Numba's or llvmlite's Python code (a
-    kernel being compiled; calls of compiled kernels leave no such frame)."""
+    """Whether ``frame`` or any frame below it runs Numba's, llvmlite's or h5py's Python code
+    (a kernel being compiled; calls of compiled kernels leave no such frame) or an import."""
     while frame is not None:
-        if any(d in frame.f_code.co_filename for d in _COMPILER_DIRS):
+        name = frame.f_code.co_filename
+        if name.startswith(_UNSAFE_PREFIX) or any(d in name for d in _UNSAFE_DIRS):
             return True
         frame = frame.f_back
     return False
+
+
+def compiling(frame: FrameType | None) -> bool:
+    """:func:`in_compiler` of ``frame`` or of any other thread's current frame (a thread
+    compiling while the main thread would raise and end the process under it)."""
+    if in_compiler(frame):
+        return True
+    return any(in_compiler(f) for t, f in sys._current_frames().items()
+               if t != threading.get_ident())
 
 
 class RunInterrupted(ThermonetError):
@@ -82,14 +96,15 @@ class StopSignals:
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """The signal handler: record the (first) signal; raise if stopping at once is safe.
 
-        Not inside Numba's compiler (a kernel's first call): an exception raised in one of
-        LLVM's callbacks there is swallowed ("Exception ignored on calling ctypes callback")
-        and can leave the process to crash at exit; the signal is sent again
-        :data:`RESEND_AFTER` seconds later, until it arrives outside."""
+        Not while any thread is inside Numba's compiler (a kernel's first call), h5py or an
+        import (:func:`compiling`): an exception raised in one of LLVM's callbacks there is
+        swallowed ("Exception ignored on calling ctypes callback") and can leave the process
+        to crash at exit; the signal is sent again :data:`RESEND_AFTER` seconds later, until
+        it arrives outside."""
         if self.signum is None:
             self.signum = signum
         if self._immediate:
-            if in_compiler(frame):
+            if compiling(frame):
                 timer = threading.Timer(RESEND_AFTER, os.kill, args=(os.getpid(), signum))
                 timer.daemon = True
                 timer.start()
@@ -143,5 +158,5 @@ def handling() -> Iterator[StopSignals]:
             signal.signal(sig, handler)
 
 
-__all__ = ["RESEND_AFTER", "SIGNALS", "RunInterrupted", "StopSignals", "handling",
-           "in_compiler", "signal_name"]
+__all__ = ["RESEND_AFTER", "SIGNALS", "RunInterrupted", "StopSignals", "compiling",
+           "handling", "in_compiler", "signal_name"]
