@@ -26,7 +26,7 @@ def _model():
 def _chain(sampler, n, seed):
     rng = np.random.default_rng(seed)
     state = sampler.init(np.full(sampler.potential.n_params, 0.5))
-    hyp, w2 = np.empty((n, 3)), np.empty((n, 3))
+    hyp, w2 = np.empty((n, state.hyper.size)), np.empty((n, 3))
     for i in range(n):
         state, _ = sampler.step(state, rng)
         hyp[i], w2[i] = state.hyper, state.theta[:3] ** 2
@@ -97,16 +97,6 @@ def _noise_model():
     return arch, arch.potential(x=np.empty((0, 1)), y=np.empty((0, 1)))
 
 
-def _noise_chain(sampler, n, seed):
-    rng = np.random.default_rng(seed)
-    state = sampler.init(np.full(sampler.potential.n_params, 0.5))
-    hyp, w2 = np.empty((n, 4)), np.empty((n, 3))
-    for i in range(n):
-        state, _ = sampler.step(state, rng)
-        hyp[i], w2[i] = state.hyper, state.theta[:3] ** 2
-    return hyp[300:], w2[300:]
-
-
 def test_steps_per_noise_level_keep_the_posterior():
     arch, pot = _noise_model()
     s = GibbsHMC(pot, step_size=0.3, n_leapfrog=5, step_size_jitter=0.5, persistence=0.9,
@@ -115,7 +105,7 @@ def test_steps_per_noise_level_keep_the_posterior():
     assert np.array_equal(s.group_masses(h), np.full(arch.n_params, 2.0 * 2.5))
     assert np.allclose(s.momentum_factor(np.array([1.0, 1.0, 1.0, 4.0]), h),
                        math.sqrt(2.5 / 4.0), rtol=1e-15)
-    hyp, w2 = _noise_chain(s, N, 11)
+    hyp, w2 = _chain(s, N, 11)
     for j in range(4):                                  # the precisions and the noise's
         m, se = _bm(hyp[:, j])
         assert abs(m - 1.0) < 4.5 * se, (j, m, se)
