@@ -198,12 +198,16 @@ def test_a_non_finite_network_is_a_non_finite_energy(rng, kernel):
     pot = RegressionMLP(2, [5], 2, kernel=kernel).potential(
         x=rng.normal(size=(20, 2)), y=rng.normal(size=(20, 2)))
     theta = rng.normal(size=pot.n_params)
-    theta[3] = np.nan
-    e, g = pot.energy_and_grad(theta)
-    assert not math.isfinite(e) and not math.isfinite(pot.energy(theta))
-    theta[3] = 1e200                  # the hidden unit saturates; the output weights overflow
-    theta[-5] = 1e200
-    assert not math.isfinite(pot.energy(theta))
+    assert math.isfinite(pot.half_sse(theta))
+    # S(w) alone, the network's part: the prior term would make E non-finite by itself
+    bad = theta.copy()
+    bad[3] = np.nan                      # an input weight: every output is NaN
+    assert math.isnan(pot.half_sse(bad))
+    e, _ = pot.energy_and_grad(bad)      # no exception: a rejected proposal
+    assert not math.isfinite(e)
+    bad = theta.copy()
+    bad[22] = 1e200                      # an output weight: the residuals' squares overflow
+    assert pot.half_sse(bad) == math.inf
 
 
 def test_auto_picks_the_shallow_kernel_for_small_one_layer_nets():
