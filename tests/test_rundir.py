@@ -433,11 +433,11 @@ def test_a_signal_inside_the_jit_compiler_is_sent_again_not_raised(monkeypatch):
         with pytest.raises(interrupt.RunInterrupted, match="SIGINT"):
             stop.handle(signal.SIGINT, sys._getframe())
     assert stop.signum == signal.SIGINT
-    assert not interrupt.in_compiler(sys._getframe())
+    assert not interrupt.in_unsafe_code(sys._getframe())
     # an import in progress, or another thread inside the compiler, defers the stop as well
     exec(compile("import sys\ndef g():\n    return sys._getframe()\n",
                  "<frozen importlib._bootstrap>", "exec"), scope)
-    assert interrupt.in_compiler(scope["g"]())
+    assert interrupt.in_unsafe_code(scope["g"]())
     import threading
 
     inside, release = threading.Event(), threading.Event()
@@ -447,9 +447,9 @@ def test_a_signal_inside_the_jit_compiler_is_sent_again_not_raised(monkeypatch):
     worker.start()
     try:
         assert inside.wait(10)
-        assert interrupt.compiling(sys._getframe())          # the other thread compiles
-        assert not interrupt.in_compiler(sys._getframe())    # this one does not
+        assert interrupt.unsafe_in_any_thread(sys._getframe())          # the other thread compiles
+        assert not interrupt.in_unsafe_code(sys._getframe())    # this one does not
     finally:
         release.set()
         worker.join()
-    assert not interrupt.compiling(sys._getframe())
+    assert not interrupt.unsafe_in_any_thread(sys._getframe())

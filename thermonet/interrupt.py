@@ -40,7 +40,7 @@ _UNSAFE_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("numba", "llvmlite",
 _UNSAFE_PREFIX = "<frozen importlib"
 
 
-def in_compiler(frame: FrameType | None) -> bool:
+def in_unsafe_code(frame: FrameType | None) -> bool:
     """Whether ``frame`` or any frame below it runs Numba's, llvmlite's or h5py's Python code
     (a kernel being compiled; calls of compiled kernels leave no such frame) or an import."""
     while frame is not None:
@@ -51,12 +51,12 @@ def in_compiler(frame: FrameType | None) -> bool:
     return False
 
 
-def compiling(frame: FrameType | None) -> bool:
-    """:func:`in_compiler` of ``frame`` or of any other thread's current frame (a thread
+def unsafe_in_any_thread(frame: FrameType | None) -> bool:
+    """:func:`in_unsafe_code` of ``frame`` or of any other thread's current frame (a thread
     compiling while the main thread would raise and end the process under it)."""
-    if in_compiler(frame):
+    if in_unsafe_code(frame):
         return True
-    return any(in_compiler(f) for t, f in sys._current_frames().items()
+    return any(in_unsafe_code(f) for t, f in sys._current_frames().items()
                if t != threading.get_ident())
 
 
@@ -97,14 +97,14 @@ class StopSignals:
         """The signal handler: record the (first) signal; raise if stopping at once is safe.
 
         Not while any thread is inside Numba's compiler (a kernel's first call), h5py or an
-        import (:func:`compiling`): an exception raised in one of LLVM's callbacks there is
-        swallowed ("Exception ignored on calling ctypes callback") and can leave the process
-        to crash at exit; the signal is sent again :data:`RESEND_AFTER` seconds later, until
-        it arrives outside."""
+        import (:func:`unsafe_in_any_thread`): an exception raised in one of LLVM's callbacks
+        there is swallowed ("Exception ignored on calling ctypes callback") and can leave the
+        process to crash at exit; the signal is sent again :data:`RESEND_AFTER` seconds later,
+        until it arrives outside."""
         if self.signum is None:
             self.signum = signum
         if self._immediate:
-            if compiling(frame):
+            if unsafe_in_any_thread(frame):
                 timer = threading.Timer(RESEND_AFTER, os.kill, args=(os.getpid(), signum))
                 timer.daemon = True
                 timer.start()
@@ -158,5 +158,5 @@ def handling() -> Iterator[StopSignals]:
             signal.signal(sig, handler)
 
 
-__all__ = ["RESEND_AFTER", "SIGNALS", "RunInterrupted", "StopSignals", "compiling",
-           "handling", "in_compiler", "signal_name"]
+__all__ = ["RESEND_AFTER", "SIGNALS", "RunInterrupted", "StopSignals", "handling",
+           "in_unsafe_code", "signal_name", "unsafe_in_any_thread"]
