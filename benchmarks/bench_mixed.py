@@ -11,9 +11,13 @@ is one thread (BLAS and Numba); times are the process's CPU time, so other load 
 machine matters less than for wall times. The ESS is the rank-normalised bulk ESS of the
 training energy (``thermonet.analysis.convergence.ess_bulk``) over the production
 trajectories. Prints one row per (data, seed, precision) and the ratios mixed / float64 per
-data set with their spread over the seeds. Usage::
+data set with their spread over the seeds and their geometric mean with a 95 % interval.
+Pick ``--temperature`` where a chain of ``--burn`` trajectories reaches its stationary
+distribution (M(3) on D500: T = 10, not T <= 3; docs/performance.md), or the ESS measures
+the relaxation, not the sampler. Usage::
 
     python benchmarks/bench_mixed.py [--data D500 D5000] [--seeds 3] [--trajectories 600]
+                                     [--burn 200] [--temperature 1.0]
 """
 
 from __future__ import annotations
@@ -40,6 +44,21 @@ def run_chain(sampler, state, seed: int, n: int) -> tuple[float, float, float, n
     from thermonet.analysis.convergence import ess_bulk
 
     return cpu, accepted / n, float(ess_bulk(energies[None])), energies
+
+
+def geometric(ratios: list[float]) -> str:
+    """``; geometric mean G (95 % interval a-b)``: the mean of the log ratios with Student's
+    t interval over the seeds. An ESS ratio is skewed (one seed's low float64 ESS gives a
+    large ratio), so its log is the quantity to average."""
+    if len(ratios) < 2:
+        return ""
+    from scipy import stats
+
+    logs = np.log(ratios)
+    m = float(logs.mean())
+    half = float(stats.t.ppf(0.975, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs)))
+    return (f"; geometric mean {np.exp(m):.2f} (95 % interval {np.exp(m - half):.2f}-"
+            f"{np.exp(m + half):.2f})")
 
 
 def main() -> int:
@@ -111,7 +130,7 @@ def main() -> int:
                 spread = statistics.stdev(vals) if len(vals) > 1 else float("nan")
                 print(f"{name}: mixed / float64, {label}: {statistics.mean(vals):.2f} "
                       f"(sd {spread:.2f} over {len(vals)} seeds; "
-                      f"{', '.join(f'{x:.2f}' for x in vals)})")
+                      f"{', '.join(f'{x:.2f}' for x in vals)}){geometric(vals)}")
     return 0
 
 
