@@ -354,6 +354,34 @@ def test_more_repeats_extend_a_directory(tmp_path):
     assert len(s1["rows"][0]["repeats"]) == 2
 
 
+def test_the_report_at_the_first_minima_only(tmp_path):
+    """``convergence_minima = 1``: the variants run at minimum 0 alone (the same numbers as
+    when every minimum is checked), the other minima run only their repeats and are marked
+    unchecked, and the report says so; raising it later extends the directory."""
+    body = ("[evidence]\nseed = 1\nlaplace = false\nn_minima = 3\n[data]\nname = 'none'\n"
+            + TI_FAST + MODELS.split("[model.B]")[0])
+    cfg = write(tmp_path, body)
+    part = invoke(cfg, "--out", tmp_path / "part", "--set", "evidence.convergence_minima=1")
+    assert part.exit_code == 0, part.output
+    s = json.loads((tmp_path / "part" / "summary.json").read_text())
+    assert [r["converged"] is not None for r in s["rows"]] == [True, False, False]
+    assert s["convergence_minima"] == 1 and s["converged"] is s["rows"][0]["converged"]
+    assert sorted(p.name for p in (tmp_path / "part" / "ti" / "A").iterdir()) == [
+        "min000", "min001", "min002"]
+    assert [sorted(p.name for p in (tmp_path / "part" / "ti" / "A" / f"min{j:03d}").iterdir())
+            for j in (1, 2)] == [["rep000"], ["rep000"]]
+    assert "minima 1-2 of each model: no report (convergence_minima = 1)" in part.output
+    assert [line.split()[-1] for line in part.output.splitlines()
+            if line.startswith("A ") and "e-" in line.split()[3]] == ["ok", "unchecked",
+                                                                      "unchecked"]
+    full = invoke(cfg, "--out", tmp_path / "part", "--set", "evidence.convergence_minima=0")
+    assert full.exit_code == 0, full.output
+    f = json.loads((tmp_path / "part" / "summary.json").read_text())
+    assert all(r["converged"] is not None for r in f["rows"])
+    assert f["rows"][0]["convergence"] == s["rows"][0]["convergence"]
+    assert [r["log_integral"] for r in f["rows"]] == [r["log_integral"] for r in s["rows"]]
+
+
 def test_loaded_minima(tmp_path):
     rows = np.array([[0.01, -0.02, 0.03], [0.2, 0.1, -0.1]])
     np.save(tmp_path / "minima.npy", rows)

@@ -3,7 +3,7 @@
 One file describes a model comparison (docs/evidence.md documents every key)::
 
     [evidence]      seed, temperature, repeats, n_minima, workers, executor, convergence,
-                    tolerance, laplace
+                    convergence_minima, tolerance, laplace
     [data]          name (D500, ..., or "none" for data-free models), test
     [minimiser]     name (rmin, fire) and its settings; finds each model's minima
     [ti]            the thermodynamic-integration settings (thermonet.evidence.ti.TIConfig)
@@ -54,6 +54,10 @@ EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "convergence": (True, (bool,), None,
                     ("run the convergence report (k x0.5 and x2, twice the lambda points, twice "
                     "the samples, reverse sweep, another seed)")),
+    "convergence_minima": (0, (int,), (lambda v: v >= 0, "an integer >= 0"),
+                           ("with convergence: run the report at the first k minima of each "
+                            "model only (0: at every minimum); the others run at the same, "
+                            "checked settings and are marked unchecked")),
     "tolerance": (3.0, (float, int), (lambda v: v > 0, "a positive number of sigmas"),
                   "a variant agrees when |delta| < tolerance * sqrt(s_base^2 + s_variant^2)"),
     "laplace": (True, (bool,), None, "also compute the Laplace estimate at every minimum"),
@@ -117,7 +121,8 @@ SECTIONS = ("evidence", "data", "minimiser", "ti", "laplace", "mackay", "model")
 #: keys that may differ when a run directory is continued (they do not change any result
 #: already stored; more repeats, minima or the convergence report only add work)
 EXTENDABLE = ("evidence.workers", "evidence.executor", "evidence.repeats", "evidence.n_minima",
-              "evidence.convergence", "evidence.laplace", "data.test")
+              "evidence.convergence", "evidence.convergence_minima", "evidence.laplace",
+              "data.test")
 #: per-model keys that may differ likewise (they only add a comparison to the summary)
 EXTENDABLE_MODEL_KEYS = ("global_log_evidence",)
 

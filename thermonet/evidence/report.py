@@ -278,6 +278,8 @@ def format_convergence(summary: dict[str, Any]) -> str:
     lines.append("-" * len(head))
     for r in summary["rows"]:
         c = r["convergence"]
+        if c is None:
+            continue
         b = c["baseline"]
         lines.append(f"{r['model']:<8} {r['minimum']:>3} {'baseline':<22} "
                      f"{pm(b['log_integral'], b['log_integral_error']):>22}")
@@ -286,4 +288,8 @@ def format_convergence(summary: dict[str, Any]) -> str:
                          f"{pm(v['log_integral'], v['log_integral_error']):>22} "
                          f"{v['delta']:>+10.3g} {v['allowed']:>9.3g}  "
                          f"{'yes' if v['passed'] else 'NO'}")
+    k = summary.get("convergence_minima") or 0
+    if k and summary["n_minima"] > k:
+        lines.append(f"minima {k}-{summary['n_minima'] - 1} of each model: no report "
+                     f"(convergence_minima = {k}); they ran at the settings checked above")
     return "\n".join(lines)

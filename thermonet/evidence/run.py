@@ -174,9 +174,15 @@ class Evidence:
 
     # labels
 
-    def ti_labels(self) -> list[str]:
+    def checks(self, j: int) -> bool:
+        """Whether minimum ``j`` (of each model) gets the convergence report."""
+        k = self.ev.get("convergence_minima", 0)
+        return bool(self.ev["convergence"]) and (k == 0 or j < k)
+
+    def ti_labels(self, j: int) -> list[str]:
+        """The TI runs of minimum ``j``: its repeats, then the report's variants."""
         labels = [f"rep{r:03d}" for r in range(self.ev["repeats"])]
-        if self.ev["convergence"]:
+        if self.checks(j):
             labels += [f"conv-{v}" for v in VARIANTS]
         return labels
 
@@ -370,10 +376,9 @@ class Evidence:
         for model in self.models:
             for j in range(n_min):
                 self.minima[(model.name, j)] = Minimum(model, j)
-        labels = self.ti_labels()
         mins = list(self.minima.values())
         todo_min = [m for m in mins if not self._min_path(m.model.name, m.index).is_file()]
-        todo_ti = [(m, lab) for m in mins for lab in labels
+        todo_ti = [(m, lab) for m in mins for lab in self.ti_labels(m.index)
                    if not (self._ti_dir(m.model.name, m.index, lab) / RESULT_NAME).is_file()]
         todo_lap = [m for m in mins if self.ev["laplace"]
                     and not self._laplace_path(m.model.name, m.index).is_file()]
@@ -422,6 +427,7 @@ class Evidence:
             "data": self.cfg["data"]["name"], "repeats": ev["repeats"],
             "n_minima": ev["n_minima"], "tolerance": ev["tolerance"],
             "convergence_checked": checked, "converged": converged if checked else None,
+            "convergence_minima": ev.get("convergence_minima", 0) if checked else None,
             "rows": rows, "models": models, "bayes_factors": factors,
         }
 
@@ -463,7 +469,7 @@ class Evidence:
         else:
             row["laplace"] = None
             row["laplace_log_evidence"] = None
-        if ev["convergence"]:
+        if self.checks(j):
             base = reps[0]
             variants = []
             for v, desc in VARIANTS.items():
