@@ -80,6 +80,7 @@ from thermonet.evidence.symmetry import summary_entry
 from thermonet.evidence.tasks import (
     agreement,
     check_shared,
+    convergence_entry,
     lambda_progress,
     read_json,
     result_from_dict,
@@ -470,25 +471,11 @@ class Evidence:
             row["laplace"] = None
             row["laplace_log_evidence"] = None
         if self.checks(j):
-            base = reps[0]
-            variants = []
-            for v, desc in VARIANTS.items():
-                d = read_json(self._ti_dir(name, j, f"conv-{v}") / RESULT_NAME)
-                a = agreement(base["log_integral"], base["log_integral_error"],
-                              d["log_integral"], d["log_integral_error"], ev["tolerance"])
-                variants.append({"variant": v, "description": desc, "seed": d["seed"],
-                                 "log_integral": d["log_integral"],
-                                 "log_integral_error": d["log_integral_error"], **a})
-            row["convergence"] = {"baseline": {"log_integral": base["log_integral"],
-                                               "log_integral_error":
-                                                   base["log_integral_error"]},
-                                  "variants": variants}
-            row["converged"] = all(v["passed"] for v in variants)
-            row["failed"] = [v["variant"] for v in variants if not v["passed"]]
+            found = [(v, desc, read_json(self._ti_dir(name, j, f"conv-{v}") / RESULT_NAME))
+                     for v, desc in VARIANTS.items()]
+            row.update(convergence_entry(reps[0], found, ev["tolerance"]))
         else:
-            row["convergence"] = None
-            row["converged"] = None
-            row["failed"] = []
+            row.update(convergence=None, converged=None, failed=[])
         return row
 
 

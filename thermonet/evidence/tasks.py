@@ -68,6 +68,24 @@ def agreement(base: float, base_err: float, value: float, value_err: float,
     return {"delta": delta, "allowed": allowed, "passed": bool(ok)}
 
 
+def convergence_entry(base: dict[str, Any], found: list[tuple[str, str, dict[str, Any]]],
+                      tolerance: float) -> dict[str, Any]:
+    """One minimum's convergence report for its summary row: each variant's TI result
+    (``(label, description, result)`` in ``found``) against the baseline run ``base``."""
+    variants = []
+    for v, desc, d in found:
+        a = agreement(base["log_integral"], base["log_integral_error"], d["log_integral"],
+                      d["log_integral_error"], tolerance)
+        variants.append({"variant": v, "description": desc, "seed": d["seed"],
+                         "log_integral": d["log_integral"],
+                         "log_integral_error": d["log_integral_error"], **a})
+    return {"convergence": {"baseline": {"log_integral": base["log_integral"],
+                                         "log_integral_error": base["log_integral_error"]},
+                            "variants": variants},
+            "converged": all(v["passed"] for v in variants),
+            "failed": [v["variant"] for v in variants if not v["passed"]]}
+
+
 def run_jobs(jobs: list[Callable[[], None]], workers: int, *,
              on_interrupt: Callable[[], None] | None = None) -> None:
     """Run ``jobs`` on ``workers`` threads; on an error, let the running ones finish (so their
