@@ -129,8 +129,8 @@ class GibbsHMC(HMC):
         super().__init__(potential, **kwargs)
         # this sampler sets the hyperparameters of its own copy of the potential
         self.potential = potential.copy()
-        hm = getattr(self.potential, "hyper_model", None)
-        self.hyper_model = hm() if hm is not None else None
+        make = getattr(self.potential, "hyper_model", None)
+        self.hyper_model = make() if make is not None else None
         #: the configured masses; with step_size_scaling = "prior" or "noise" the working
         #: masses are these times scale_g prec_g per group, or times tau (set by _apply)
         self.base_masses = self.masses.copy()
@@ -143,7 +143,6 @@ class GibbsHMC(HMC):
             raise ConfigError("step_size_scaling = 'noise' needs an unknown noise level (a "
                               "noise precision among the hyperparameters); this model has "
                               "none: use 'prior' or 'none', or drop architecture.noise_std")
-        self._scaled = self._scaling != "none"
 
     def group_masses(self, hyper: FloatArray) -> FloatArray:
         """The masses for ``hyper``: with "prior", ``m0_i scale_g prec_g`` in group g
@@ -162,14 +161,14 @@ class GibbsHMC(HMC):
     def momentum_factor(self, old: FloatArray, new: FloatArray) -> Any:
         """``sqrt(m(new)/m(old))``: what carries the momenta across a change of masses from
         hyperparameters ``old`` to ``new`` (module docstring); 1 without scaling."""
-        if not self._scaled:
+        if self._scaling == "none":
             return 1.0
         return np.sqrt(self.group_masses(new) / self.group_masses(old))
 
     def _apply(self, hyper: FloatArray) -> None:
         if self.hyper_model is not None:
             self.potential.set_hyperparameters(hyper, self.temperature)
-        if self._scaled:
+        if self._scaling != "none":
             self.masses = self.group_masses(hyper)
             self.inv_mass = 1.0 / self.masses
             self._p_scale = np.sqrt(self.masses * self.temperature)
