@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -438,8 +439,6 @@ def test_a_signal_inside_the_jit_compiler_is_sent_again_not_raised(monkeypatch):
     exec(compile("import sys\ndef g():\n    return sys._getframe()\n",
                  "<frozen importlib._bootstrap>", "exec"), scope)
     assert interrupt.in_unsafe_code(scope["g"]())
-    import threading
-
     inside, release = threading.Event(), threading.Event()
     exec(compile("def wait(inside, release):\n    inside.set()\n    release.wait(10)\n",
                  os.sep.join(["", "x", "llvmlite", "binding", "fake.py"]), "exec"), scope)
@@ -447,8 +446,8 @@ def test_a_signal_inside_the_jit_compiler_is_sent_again_not_raised(monkeypatch):
     worker.start()
     try:
         assert inside.wait(10)
-        assert interrupt.unsafe_in_any_thread(sys._getframe())          # the other thread compiles
-        assert not interrupt.in_unsafe_code(sys._getframe())    # this one does not
+        assert interrupt.unsafe_in_any_thread(sys._getframe())   # the other thread compiles
+        assert not interrupt.in_unsafe_code(sys._getframe())     # this one does not
     finally:
         release.set()
         worker.join()
