@@ -1,7 +1,8 @@
 """Bayesian evidence of a network: thermodynamic integration and the Laplace approximation.
 
 ``thermodynamic_integration``, ``repeat_ti``, ``fit_reference`` and ``TIConfig`` come from
-:mod:`thermonet.evidence.ti`; ``laplace_evidence`` and ``hessian`` from
+:mod:`thermonet.evidence.ti`, ``bidirectional_ti`` (both directions) from
+:mod:`thermonet.evidence.ti_pair`; ``laplace_evidence`` and ``hessian`` from
 :mod:`thermonet.evidence.laplace` and :mod:`thermonet.evidence.curvature`. They are imported on
 first use, so ``import thermonet.evidence`` stays cheap. See docs/evidence.md.
 """
@@ -19,12 +20,14 @@ _LAZY = {
     "fit_reference": "thermonet.evidence.ti",
     "thermodynamic_integration": "thermonet.evidence.ti",
     "repeat_ti": "thermonet.evidence.ti",
+    "bidirectional_ti": "thermonet.evidence.ti_pair",
     "laplace_evidence": "thermonet.evidence.laplace",
     "hessian": "thermonet.evidence.curvature",
     "hvp": "thermonet.evidence.curvature",
 }
 
-__all__ = ["EvidenceResult", "Reference", "TIConfig", "fit_reference", "hessian", "hvp",
+__all__ = ["EvidenceResult", "Reference", "TIConfig", "bidirectional_ti", "fit_reference",
+           "hessian", "hvp",
            "laplace_evidence", "repeat_ti", "thermodynamic_integration"]
 
 

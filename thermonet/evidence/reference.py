@@ -142,6 +142,23 @@ class Reference:
             raise ConfigError(f"f0 = {f0!r}; expected one of {F0_KINDS}")
         return float(-self.energy0 / temperature + math.fsum(per_dim))
 
+    def draw(self, half_width: Any, temperature: float, rng: np.random.Generator) -> FloatArray:
+        """An exact draw from ``exp(-J_1(w)/T)`` on the box ``|w_i| < a_i``: a Gaussian of
+        variance ``T/k_i`` about ``w0_i`` truncated to the box, or uniform on it where
+        ``k_i = 0`` (inverse CDF on the log scale, so boxes far in a tail are fine)."""
+        from scipy.stats import truncnorm
+
+        a = np.broadcast_to(np.asarray(half_width, dtype=np.float64), self.w0.shape)
+        out = rng.uniform(-a, a)
+        g = self.k > 0
+        if np.any(g):
+            sd = np.sqrt(temperature / self.k[g])
+            w0 = self.w0[g]
+            lo, hi = (-a[g] - w0) / sd, (a[g] - w0) / sd
+            out[g] = w0 + sd * truncnorm.rvs(lo, hi, random_state=rng)
+            out[g] = np.clip(out[g], -a[g], a[g])     # rounding at a wall stays inside
+        return out
+
     def summary(self) -> dict[str, Any]:
         kk = self.k[~self.uniform]
         out: dict[str, Any] = {"n_params": self.n_params, "n_uniform": self.n_uniform,

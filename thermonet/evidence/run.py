@@ -280,7 +280,8 @@ class Evidence:
 
         Repeats fit their own reference from their own seed. The variants k0.5, k2, bridges2,
         samples2 and reverse reuse repeat 0's seed and fitted reference and change one
-        setting each; seed2 is a fully independent run (its own reference fit)."""
+        setting each (reverse of a two-way baseline: its reverse sweep alone); seed2 is a
+        fully independent run (its own reference fit)."""
         base = evcfg.ti_config(self.cfg)
         name, j = m.model.name, m.index
         if label.startswith("rep"):
@@ -292,7 +293,7 @@ class Evidence:
             "k2": {"k_scale": 2.0 * base.k_scale},
             "bridges2": {"n_bridges": 2 * base.n_bridges + 2},
             "samples2": {"n_samples": 2 * base.n_samples},
-            "reverse": {"reverse": not base.reverse},
+            "reverse": {"reverse": not base.reverse, "both_directions": False},
         }.get(variant, {})
         if variant == "seed2":
             return base, task_seed(self.ev["seed"], name, j, label), None
@@ -301,7 +302,7 @@ class Evidence:
         return evcfg.ti_config(self.cfg, **changes), seed0, self._reference(m)
 
     def _run_ti(self, m: Minimum, label: str) -> None:
-        from thermonet.evidence.ti import thermodynamic_integration
+        from thermonet.evidence.ti_pair import run_ti
 
         run_dir = self._ti_dir(m.model.name, m.index, label)
         if (run_dir / RESULT_NAME).is_file():
@@ -311,10 +312,9 @@ class Evidence:
         run_dir.mkdir(parents=True, exist_ok=True)
         what = f"TI {m.model.name} minimum {m.index} {label}"
         try:
-            res = thermodynamic_integration(m.model.potential.copy(), m.theta, m.model.prior,
-                                            config, seed=seed, reference=reference,
-                                            run_dir=run_dir,
-                                            progress=self._lambda_progress(what))
+            res = run_ti(m.model.potential.copy(), m.theta, m.model.prior, config, seed=seed,
+                         reference=reference, run_dir=run_dir,
+                         progress=self._lambda_progress(what))
         except ConvergenceError as err:
             if not label.startswith("conv-"):
                 raise

@@ -226,6 +226,10 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
     # TIConfig.__post_init__ fills every None
     assert config.wall is not None and config.step_jitter is not None
     assert config.initial_burn_in is not None and config.min_acceptance is not None
+    if resumed is None and config.reverse:
+        # in equilibrium at λ = 1 from the start, as the second law's bracket of the two sweeps
+        # assumes (thermonet.evidence.ti_pair): the reference is drawn exactly
+        pr.theta = ref.draw(prior.half_width, config.temperature, rng)
     sampler = ti_sampler(bridge, prior, config, config.wall, True)
     bridge.lam = float(lambdas[order[0]])
     chain = Chain(sampler, bridge, pr.theta, pr.dt, config.step_jitter)

@@ -65,6 +65,10 @@ class TIConfig:
         depend on it).
     reverse : bool
         Sweep λ from 1 down to 0 (the initial burn-in is then at λ = 1).
+    both_directions : bool
+        Sweep both ways with one reference and report the midpoint, with the hysteresis
+        between the two and an error bar that includes the work dissipated by the sweeps
+        (:mod:`thermonet.evidence.ti_pair`; twice the cost). Not with ``reverse``.
     uniform_threshold : float
         With ``reference="box"``, direction i is uniform (``k_i = 0``) when the root-mean-square
         displacement from the minimum, ``sqrt(<(w_i - w0_i)²>)``, exceeds this fraction of the
@@ -101,6 +105,7 @@ class TIConfig:
     quadrature: str = "simpson"
     k_scale: float = 1.0
     reverse: bool = False
+    both_directions: bool = False
     uniform_threshold: float = 0.5
     step_jitter: float | None = None
     min_acceptance: float | None = None
@@ -153,6 +158,9 @@ class TIConfig:
                 and self.lambda_power > 0):
             raise ConfigError(f"TI lambda_power = {self.lambda_power!r}; expected a positive "
                               "number (1: an even λ grid, 2 or 3: denser near λ = 1)")
+        if self.both_directions and self.reverse:
+            raise ConfigError("TI both_directions = true runs the reverse sweep itself; leave "
+                              "reverse = false with it")
         if not self.uniform_threshold > 0:
             raise ConfigError(f"TI uniform_threshold = {self.uniform_threshold!r}; expected > 0 "
                               "(inf: never treat a direction as uniform)")
@@ -175,4 +183,6 @@ class TIConfig:
             # the even grid: left out, so that runs checkpointed before the setting existed
             # keep their fingerprint and resume
             del d["lambda_power"]
+        if not d["both_directions"]:
+            del d["both_directions"]    # likewise for one-way runs made before it existed
         return d
