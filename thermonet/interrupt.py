@@ -33,16 +33,21 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: seconds after which a signal that arrived inside the compiler is sent again
 RESEND_AFTER = 0.05
 
-#: packages in whose Python frames an exception must not be raised: the JIT compiler, and
-#: HDF5's bindings (an exception inside their callbacks is swallowed or leaves state behind)
-_UNSAFE_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("numba", "llvmlite", "h5py"))
+#: packages in whose Python frames an exception must not be raised: the JIT compiler, HDF5's
+#: bindings (an exception inside their callbacks is swallowed or leaves state behind), and
+#: ctypes, which compiled code calls back into: passing a NumPy Generator to a kernel runs
+#: ``ctypes.cast`` from Numba's C unboxing code, and an exception raised there crashed the
+#: process with a segmentation fault (5 of 40 runs stopped during their burn-in)
+_UNSAFE_DIRS = tuple(f"{os.sep}{name}{os.sep}"
+                     for name in ("numba", "llvmlite", "h5py", "ctypes"))
 #: nor while a module is being imported (a half-initialised extension module can crash later)
 _UNSAFE_PREFIX = "<frozen importlib"
 
 
 def in_unsafe_code(frame: FrameType | None) -> bool:
-    """Whether ``frame`` or any frame below it runs Numba's, llvmlite's or h5py's Python code
-    (a kernel being compiled; calls of compiled kernels leave no such frame) or an import."""
+    """Whether ``frame`` or any frame below it runs Numba's, llvmlite's, h5py's or ctypes'
+    Python code (a kernel being compiled, or a compiled kernel's call back into ctypes) or an
+    import."""
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(_UNSAFE_PREFIX) or any(d in name for d in _UNSAFE_DIRS):
@@ -96,8 +101,8 @@ class StopSignals:
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """The signal handler: record the (first) signal; raise if stopping at once is safe.
 
-        Not while any thread is inside Numba's compiler (a kernel's first call), h5py or an
-        import (:func:`unsafe_in_any_thread`): an exception raised in one of LLVM's callbacks
+        Not while any thread is inside Numba's compiler (a kernel's first call), h5py, ctypes or
+        an import (:func:`unsafe_in_any_thread`): an exception raised in one of LLVM's callbacks
         there is swallowed ("Exception ignored on calling ctypes callback") and can leave the
         process to crash at exit; the signal is sent again :data:`RESEND_AFTER` seconds later,
         until it arrives outside."""
