@@ -300,16 +300,16 @@ def test_resume_after_interruption_gives_the_same_numbers(tmp_path, monkeypatch)
     done = sorted(p.parent.name for p in (tmp_path / "cut").rglob("result.json"))
     assert len(done) == 3 and not (tmp_path / "cut" / "summary.json").exists()
     monkeypatch.setattr(evrun.Evidence, "_lambda_progress", real)
-    from thermonet.evidence import ti_pair
+    from thermonet.evidence import ti
 
     n_ti = {"n": 0}
-    real_ti = ti_pair.thermodynamic_integration
+    real_ti = ti.thermodynamic_integration
 
     def counting(*a, **k):
         n_ti["n"] += 1
         return real_ti(*a, **k)
 
-    monkeypatch.setattr(ti_pair, "thermodynamic_integration", counting)
+    monkeypatch.setattr(ti, "thermodynamic_integration", counting)
     resumed = invoke(cfg, "--out", tmp_path / "cut")
     assert resumed.exit_code == 0, resumed.output
     assert n_ti["n"] == 8 - 3                              # finished runs are not redone

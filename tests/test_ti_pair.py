@@ -17,12 +17,17 @@ from scipy import stats
 from thermonet.errors import ConfigError
 from thermonet.evidence import EvidenceResult, bidirectional_ti
 from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti import TIConfig, fit_reference, thermodynamic_integration, ti_streams
+from thermonet.evidence.ti import (
+    TIConfig,
+    fit_reference,
+    repeat_ti,
+    thermodynamic_integration,
+    ti_streams,
+)
 from thermonet.evidence.ti_pair import (
     REFERENCE_FILE,
     combine,
     reverse_seed,
-    run_ti,
 )
 from thermonet.priors import BoxPrior
 from thermonet.testsystems import Gaussian
@@ -111,7 +116,7 @@ def test_the_halves_are_one_way_runs():
     reverse half the one-way reverse run from the child seed, bit for bit."""
     pot, mu, prior = _gaussian_case()
     cfg = TIConfig(**FAST, both_directions=True)
-    pair = run_ti(pot, mu, prior, cfg, seed=7)
+    pair = thermodynamic_integration(pot, mu, prior, cfg, seed=7)
     one = dataclasses.replace(cfg, both_directions=False)
     fwd = thermodynamic_integration(pot, mu, prior, one, seed=7)
     assert pair.details["forward_log_integral"] == fwd.log_integral
@@ -120,8 +125,9 @@ def test_the_halves_are_one_way_runs():
                                     seed=reverse_seed(7), reference=ref)
     assert pair.details["reverse_log_integral"] == rev.log_integral
     assert pair.log_integral == 0.5 * (fwd.log_integral + rev.log_integral)
-    # a one-way config through run_ti is the plain run
-    assert run_ti(pot, mu, prior, one, seed=7).log_integral == fwd.log_integral
+    # repeats honour the setting too
+    (rep,), _, _ = repeat_ti(pot, mu, prior, cfg, [7])
+    assert rep.log_integral == pair.log_integral and rep.details["both_directions"]
 
 
 @pytest.mark.parametrize("sigma", [[40.0, 40.0], [2.0, 1.5]], ids=["box-far", "box-cuts"])
@@ -173,7 +179,7 @@ def test_the_two_directions_bracket_a_sweep_that_lags():
 def test_resume_in_the_reverse_sweep_is_bit_identical(tmp_path):
     pot, mu, prior = _gaussian_case()
     cfg = TIConfig(**{**FAST, "n_samples": 20}, both_directions=True)
-    whole = run_ti(pot, mu, prior, cfg, seed=3)
+    whole = thermodynamic_integration(pot, mu, prior, cfg, seed=3)
 
     class Stop(Exception):
         pass
@@ -186,10 +192,10 @@ def test_resume_in_the_reverse_sweep_is_bit_identical(tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        run_ti(pot, mu, prior, cfg, seed=3, run_dir=tmp_path, progress=stop)
+        thermodynamic_integration(pot, mu, prior, cfg, seed=3, run_dir=tmp_path, progress=stop)
     assert (tmp_path / REFERENCE_FILE).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["forward", REFERENCE_FILE, "reverse"]
-    resumed = run_ti(pot, mu, prior, cfg, seed=3, run_dir=tmp_path)
+    resumed = thermodynamic_integration(pot, mu, prior, cfg, seed=3, run_dir=tmp_path)
     assert resumed.log_integral == whole.log_integral
     assert resumed.details["dj_mean_reverse"] == whole.details["dj_mean_reverse"]
 

@@ -302,7 +302,7 @@ class Evidence:
         return evcfg.ti_config(self.cfg, **changes), seed0, self._reference(m)
 
     def _run_ti(self, m: Minimum, label: str) -> None:
-        from thermonet.evidence.ti_pair import run_ti
+        from thermonet.evidence.ti import thermodynamic_integration
 
         run_dir = self._ti_dir(m.model.name, m.index, label)
         if (run_dir / RESULT_NAME).is_file():
@@ -312,9 +312,10 @@ class Evidence:
         run_dir.mkdir(parents=True, exist_ok=True)
         what = f"TI {m.model.name} minimum {m.index} {label}"
         try:
-            res = run_ti(m.model.potential.copy(), m.theta, m.model.prior, config, seed=seed,
-                         reference=reference, run_dir=run_dir,
-                         progress=self._lambda_progress(what))
+            res = thermodynamic_integration(m.model.potential.copy(), m.theta, m.model.prior,
+                                            config, seed=seed, reference=reference,
+                                            run_dir=run_dir,
+                                            progress=self._lambda_progress(what))
         except ConvergenceError as err:
             if not label.startswith("conv-"):
                 raise

@@ -174,6 +174,9 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
         order); ``info`` has ``lambda``, ``mean``, ``sem``, ``acceptance``, ``step_size``.
         An exception raised by it stops the run after the checkpoint of that point.
 
+    With ``config.both_directions`` the two sweeps run and their midpoint is returned
+    (:func:`thermonet.evidence.ti_pair.bidirectional_ti`).
+
     Returns
     -------
     EvidenceResult
@@ -183,6 +186,11 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
     config = TIConfig() if config is None else config
     if not isinstance(config, TIConfig):
         raise ConfigError(f"config is a {type(config).__name__}; expected a TIConfig")
+    if config.both_directions:
+        from thermonet.evidence.ti_pair import bidirectional_ti  # it calls back one way
+
+        return bidirectional_ti(potential, theta0, prior, config, seed=seed,
+                                reference=reference, run_dir=run_dir, progress=progress)
     t_start = time.perf_counter()
     n = potential.n_params
     w0 = as_theta(theta0, n, what="TI starting point theta0")

@@ -124,11 +124,11 @@ def bidirectional_ti(potential: Any, theta0: Any, prior: Any, config: TIConfig, 
     """TI forward and in reverse from ``theta0``; the midpoint and the hysteresis.
 
     Same arguments as :func:`thermonet.evidence.ti.thermodynamic_integration` (``config``
-    with or without ``both_directions``). With ``run_dir`` the shared reference is stored
-    there and each sweep checkpoints in its own subdirectory (``forward``, ``reverse``), so a
-    second call resumes bit for bit. ``progress`` sees the forward sweep's points, then the
-    reverse sweep's. Returns the combined result (:func:`combine`); ``details`` holds both
-    sweeps.
+    with or without ``both_directions``; that function calls this one when it is set). With
+    ``run_dir`` the shared reference is stored there and each sweep checkpoints in its own
+    subdirectory (``forward``, ``reverse``), so a second call resumes bit for bit.
+    ``progress`` sees the forward sweep's points, then the reverse sweep's. Returns the
+    combined result (:func:`combine`); ``details`` holds both sweeps.
     """
     one_way = dataclasses.replace(config, both_directions=False, reverse=False)
     path = None if run_dir is None else Path(run_dir)
@@ -151,18 +151,4 @@ def bidirectional_ti(potential: Any, theta0: Any, prior: Any, config: TIConfig, 
     return combine(results[0], results[1])
 
 
-def run_ti(potential: Any, theta0: Any, prior: Any, config: TIConfig | None = None, *,
-           seed: Any = 0, reference: Reference | None = None,
-           run_dir: str | os.PathLike[str] | None = None,
-           progress: Callable[[int, int, dict[str, Any]], None] | None = None
-           ) -> EvidenceResult:
-    """One TI estimate as ``config`` asks: one sweep, or both directions
-    (``config.both_directions``)."""
-    config = TIConfig() if config is None else config
-    fn = bidirectional_ti if config.both_directions else thermodynamic_integration
-    return fn(potential, theta0, prior, config, seed=seed, reference=reference,
-              run_dir=run_dir, progress=progress)
-
-
-__all__ = ["INVERTED_SIGMAS", "REFERENCE_FILE", "bidirectional_ti", "combine", "reverse_seed",
-           "run_ti"]
+__all__ = ["INVERTED_SIGMAS", "REFERENCE_FILE", "bidirectional_ti", "combine", "reverse_seed"]
