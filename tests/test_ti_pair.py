@@ -209,8 +209,10 @@ def test_evidence_command_runs_both_directions(tmp_path):
     from click.testing import CliRunner
 
     from thermonet.cli import main
+    from thermonet.evidence import run as evrun
 
-    body = ("[evidence]\nseed = 1\nlaplace = false\n[data]\nname = 'none'\n"
+    body = ("[evidence]\nseed = 1\nlaplace = false\nn_minima = 2\nconvergence_minima = 1\n"
+            "[data]\nname = 'none'\n"
             "[ti]\nn_bridges = 10\nn_burn_in = 20\nn_samples = 50\nn_leapfrog = 10\n"
             "kfit_burn_in = 50\nkfit_samples = 100\ninitial_burn_in = 30\n"
             "both_directions = true\n"
@@ -219,7 +221,7 @@ def test_evidence_command_runs_both_directions(tmp_path):
     res = CliRunner().invoke(main, ["-q", "evidence", str(tmp_path / "ev.toml"), "--out",
                                     str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
-    (row,) = json.loads((tmp_path / "o" / "summary.json").read_text())["rows"]
+    row, row1 = json.loads((tmp_path / "o" / "summary.json").read_text())["rows"]
     base = tmp_path / "o" / "ti" / "A" / "min000"
     assert sorted(p.name for p in (base / "rep000").iterdir()) == [
         "forward", REFERENCE_FILE, "result.json", "reverse"]
@@ -231,3 +233,9 @@ def test_evidence_command_runs_both_directions(tmp_path):
     rev = json.loads((base / "conv-reverse" / "result.json").read_text())
     assert rev["details"]["config"]["reverse"] is True
     assert "both_directions" not in rev["details"]["config"]
+    h = np.array([x["forward_log_integral"] - x["reverse_log_integral"]
+                  for x in (d, row1["ti_details"])])
+    (line,) = [ln for ln in res.output.splitlines() if ln.startswith("both directions, A")]
+    se = float(h.std(ddof=1)) / math.sqrt(2)
+    assert f"H = forward - reverse = {evrun.pm(float(h.mean()), se)} over 2 minima" in line
+    assert "REVERSE ABOVE FORWARD" not in res.output

@@ -205,6 +205,7 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{pm(r['log_evidence'], r['log_evidence_error']) + flag:>22} {g_s:>8} "
             f"{lap_s:>11} {dl:>9}  {_status(r)}")
     lines.extend(_symmetry_lines(summary["rows"]))
+    lines.extend(_direction_lines(summary["rows"]))
     for m in summary["models"]:
         if m["n_minima"] >= 2:
             lines.append(f"between the {m['n_minima']} minima of {m['model']}: log evidence "
@@ -242,6 +243,39 @@ def format_table(summary: dict[str, Any]) -> str:
                      "beyond the tolerance; see the convergence report. Do not use them as "
                      "clean numbers.")
     return "\n".join(lines)
+
+
+def _direction_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """For TI run both ways (``ti.both_directions``): each model's hysteresis between the
+    sweeps, and every minimum whose reverse sweep lies above its forward one beyond the
+    errors (against the second law)."""
+    out: list[str] = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        two = [r["ti_details"] for r in rows
+               if r["model"] == model and (r.get("ti_details") or {}).get("both_directions")]
+        if not two:
+            continue
+        h = np.array([d["hysteresis"] for d in two])
+        fwd = np.array([d["forward_log_integral"] for d in two])
+        rev = np.array([d["reverse_log_integral"] for d in two])
+        if h.size >= 2:
+            se = float(h.std(ddof=1)) / math.sqrt(h.size)
+            out.append(f"both directions, {model}: hysteresis H = forward - reverse = "
+                       f"{pm(float(h.mean()), se)} over {h.size} minima (positive at "
+                       f"{int(np.sum(h > 0))}); log ∫ forward {fwd.mean():.2f}, reverse "
+                       f"{rev.mean():.2f} on average; the table gives each midpoint, its error "
+                       "including the dissipation sqrt(H/2)")
+        else:
+            out.append(f"both directions, {model}: hysteresis H = forward - reverse = "
+                       f"{pm(float(h[0]), float(two[0]['hysteresis_error']))} (forward "
+                       f"{fwd[0]:.2f}, reverse {rev[0]:.2f}); the table gives the midpoint, its "
+                       "error including the dissipation sqrt(H/2)")
+        bad = [r["minimum"] for r in rows if r["model"] == model
+               and (r.get("ti_details") or {}).get("hysteresis_inverted")]
+        if bad:
+            out.append(f"  REVERSE ABOVE FORWARD at minimum/minima {', '.join(map(str, bad))} of "
+                       f"{model}, against the second law: another error dominates there")
+    return out
 
 
 def _symmetry_lines(rows: list[dict[str, Any]]) -> list[str]:
