@@ -32,19 +32,14 @@ from thermonet.evidence.ti_pair import (
 from thermonet.priors import BoxPrior
 from thermonet.testsystems import Gaussian
 
-FAST = {"n_bridges": 10, "n_burn_in": 20, "n_samples": 60, "n_leapfrog": 10,
-        "step_size": 0.3, "kfit_burn_in": 100, "kfit_samples": 300, "initial_burn_in": 60}
+from .test_ti import FAST as TI_FAST
+from .test_ti import gaussian_box_log_z
+
+FAST = {**TI_FAST, "n_samples": 60}
 
 
 def _result(value: float, error: float, **details) -> EvidenceResult:
     return EvidenceResult("ti", 1.0, 3, 0.5, value, error, 2.0, details)
-
-
-def gaussian_box_log_z(k, mu, a):
-    """log ∫_{|w_i|<a_i} exp(-k_i (w_i - mu_i)²/2) dw (T = 1)."""
-    return sum(math.log(math.sqrt(math.pi / (2 * ki)) * (math.erf(math.sqrt(ki / 2) * (ai - m))
-                                                         + math.erf(math.sqrt(ki / 2) * (ai + m))))
-               for ki, m, ai in zip(k, mu, a, strict=True))
 
 
 # --- the arithmetic ---------------------------------------------------------------------------
@@ -135,7 +130,7 @@ def test_midpoint_on_a_gaussian_in_a_box(sigma):
     k, mu = [1.0, 4.0], np.array([0.5, -0.3])
     pot = Gaussian(2, stiffness=k, centre=mu).potential()
     prior = BoxPrior(np.array(sigma))
-    exact = gaussian_box_log_z(k, mu, prior.half_width)
+    exact = gaussian_box_log_z(k, mu, prior.half_width, 1.0)
     r = bidirectional_ti(pot, mu, prior, TIConfig(**FAST), seed=1)
     assert 0 < r.log_integral_error < 0.2
     assert abs(r.log_integral - exact) < 4 * r.log_integral_error

@@ -37,7 +37,7 @@ RESEND_AFTER = 0.05
 #: bindings (an exception inside their callbacks is swallowed or leaves state behind), and
 #: ctypes, which compiled code calls back into: passing a NumPy Generator to a kernel runs
 #: ``ctypes.cast`` from Numba's C unboxing code, and an exception raised there crashed the
-#: process with a segmentation fault (5 of 40 runs stopped during their burn-in)
+#: process with a segmentation fault (9 of 80 runs stopped during their burn-in; 0 of 80 since)
 _UNSAFE_DIRS = tuple(f"{os.sep}{name}{os.sep}"
                      for name in ("numba", "llvmlite", "h5py", "ctypes"))
 #: nor while a module is being imported (a half-initialised extension module can crash later)

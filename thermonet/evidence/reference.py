@@ -3,14 +3,18 @@ its exact partition function."""
 
 from __future__ import annotations
 
+import io
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import special
 
 from thermonet.errors import ConfigError
+from thermonet.io.atomic import write_bytes
 from thermonet.types import BoolArray, FloatArray
 
 F0_KINDS = ("exact", "centred")
@@ -145,7 +149,7 @@ class Reference:
     def draw(self, half_width: Any, temperature: float, rng: np.random.Generator) -> FloatArray:
         """An exact draw from ``exp(-J_1(w)/T)`` on the box ``|w_i| < a_i``: a Gaussian of
         variance ``T/k_i`` about ``w0_i`` truncated to the box, or uniform on it where
-        ``k_i = 0`` (inverse CDF on the log scale, so boxes far in a tail are fine)."""
+        ``k_i = 0`` (SciPy's ``truncnorm``)."""
         from scipy.stats import truncnorm
 
         a = np.broadcast_to(np.asarray(half_width, dtype=np.float64), self.w0.shape)
@@ -158,6 +162,19 @@ class Reference:
             out[g] = w0 + sd * truncnorm.rvs(lo, hi, random_state=rng)
             out[g] = np.clip(out[g], -a[g], a[g])     # rounding at a wall stays inside
         return out
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the reference to ``path`` (.npz, atomically)."""
+        buf = io.BytesIO()
+        np.savez(buf, w0=self.w0, k=self.k, uniform=self.uniform,
+                 energy0=np.float64(self.energy0))
+        write_bytes(Path(path), buf.getvalue())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Reference:
+        """A reference written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as z:
+            return cls(z["w0"], z["k"], z["uniform"], float(z["energy0"]))
 
     def summary(self) -> dict[str, Any]:
         kk = self.k[~self.uniform]

@@ -245,7 +245,7 @@ class Evidence:
         """The reference of the baseline run (repeat 0) of this minimum, for the convergence
         variants: fitted once with the stream repeat 0 itself fits with (child 0 of its seed),
         so it is the very reference repeat 0 used; stored as reference.npz for a resume."""
-        from thermonet.evidence.ti import Reference, fit_reference
+        from thermonet.evidence.ti import Reference, fit_reference, ti_streams
 
         key = (m.model.name, m.index)
         with self._lock:
@@ -255,21 +255,13 @@ class Evidence:
                 return self._refs[key]
             path = self._ti_dir(m.model.name, m.index, "reference.npz")
             if path.is_file():
-                with np.load(path, allow_pickle=False) as z:
-                    ref = Reference(z["w0"], z["k"], z["uniform"], float(z["energy0"]))
+                ref = Reference.load(path)
             else:
                 t0 = time.monotonic()
                 seed0 = task_seed(self.ev["seed"], m.model.name, m.index, "rep000")
-                child = np.random.SeedSequence(seed0).spawn(2)[0]
                 ref = fit_reference(m.model.potential.copy(), m.theta, m.model.prior,
-                                    evcfg.ti_config(self.cfg),
-                                    np.random.Generator(np.random.PCG64(child)))
-                import io
-
-                buf = io.BytesIO()
-                np.savez(buf, w0=ref.w0, k=ref.k, uniform=ref.uniform,
-                         energy0=np.float64(ref.energy0))
-                write_bytes(path, buf.getvalue())
+                                    evcfg.ti_config(self.cfg), ti_streams(seed0)[0])
+                ref.save(path)
                 self._say(f"    reference of {m.model.name} minimum {m.index} fitted for the "
                           f"convergence report ({time.monotonic() - t0:.1f} s)")
             self._refs[key] = ref
