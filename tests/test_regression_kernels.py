@@ -62,7 +62,7 @@ def test_tanh_unit_matches_numpy():
 @pytest.mark.parametrize("act", ["tanh", "logistic"])
 @pytest.mark.parametrize("widths,n,block", [([2, 16, 2], 200, 512), ([3, 5, 4, 1], 37, 16),
                                             ([6, 8, 3], 300, 128), ([1, 9, 1], 13, 512),
-                                            ([3, 7, 4], 61, 512)])
+                                            ([3, 7, 4], 61, 512), ([2, 5, 6], 45, 16)])
 def test_regression_energy_and_grad_match_numpy(rng, kernel, act, widths, n, block):
     # the shapes cover the shallow kernel's special passes: one input or output (no middle
     # pass), three or more (middle passes), and N not a multiple of its 8 lanes
@@ -213,8 +213,12 @@ def test_a_non_finite_network_is_a_non_finite_energy(rng, kernel):
 def test_auto_picks_the_shallow_kernel_for_small_one_layer_nets():
     assert choose_kernel([2, 16, 2], "auto") == "shallow"           # the robot arm
     assert choose_kernel([8, 256, 4], "auto") == "shallow"
-    assert choose_kernel([9, 16, 1], "auto") == "blocked"          # too many inputs
-    assert choose_kernel([8, 16, 5], "auto") == "blocked"          # inputs + outputs > 12
+    assert choose_kernel([2, 16, 10], "auto") == "shallow"         # inputs + outputs <= 12
+    assert choose_kernel([32, 16, 2], "auto") == "shallow"         # 512 weights, 2 outputs
+    assert choose_kernel([128, 8, 4], "auto") == "shallow"         # 1024 weights, 4 outputs
+    assert choose_kernel([32, 64, 1], "auto") == "blocked"         # 2048 input weights
+    assert choose_kernel([9, 16, 5], "auto") == "blocked"          # 5 outputs and 9 inputs
+    assert choose_kernel([8, 64, 10], "auto") == "blocked"         # inputs + outputs > 12
     assert choose_kernel([2, 16, 16, 2], "auto") == "blocked"      # two hidden layers
     assert choose_kernel([2, 16, 16, 2], "blocked") == "blocked"
     assert choose_kernel([64, 16, 2], "shallow") == "shallow"      # asked for: obeyed

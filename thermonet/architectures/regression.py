@@ -116,11 +116,12 @@ class RegressionMLP(Architecture):
         framework approximates (docs/evidence.md). Default: ``1/weight_std^2`` for every
         group.
     kernel : {"auto", "blocked", "shallow"}
-        The compiled network code: ``"shallow"`` (one hidden layer only) loops over the
-        cases with the data stored feature by feature, ``"blocked"`` is the matrix-product
-        kernel of the classifiers; ``"auto"`` picks ``"shallow"`` where it was measured to be
-        faster (:func:`thermonet.architectures.regression_potential.choose_kernel`). The two
-        agree to rounding, not bit for bit.
+        The compiled network code: ``"shallow"`` (one hidden layer only) takes the cases
+        eight at a time in registers, the data stored feature by feature, ``"blocked"`` is the
+        matrix-product kernel of the classifiers; ``"auto"`` picks ``"shallow"`` where it was
+        measured to be faster
+        (:func:`thermonet.architectures.regression_potential.choose_kernel`). The two agree
+        to rounding, not bit for bit.
     """
 
     name: ClassVar[str] = "mlp-regression"

@@ -31,10 +31,14 @@ DEFAULT_BLOCK = 512
 
 
 #: ``kernel = "auto"`` picks the shallow kernel for one hidden layer with at most this many
-#: inputs, and at most :data:`SHALLOW_MAX_IN_OUT` inputs and outputs together: the shapes at
-#: which it was measured faster (docs/performance.md, "The shallow kernel")
+#: inputs and at most :data:`SHALLOW_MAX_IN_OUT` inputs and outputs together, or with at most
+#: :data:`SHALLOW_REGISTER_OUTPUTS` outputs (which the kernel keeps in registers) and at most
+#: :data:`SHALLOW_MAX_IN_HIDDEN` input-to-hidden weights: the shapes at which it was measured
+#: faster (docs/performance.md, "The shallow kernel")
 SHALLOW_MAX_INPUTS = 8
 SHALLOW_MAX_IN_OUT = 12
+SHALLOW_REGISTER_OUTPUTS = 4
+SHALLOW_MAX_IN_HIDDEN = 1024
 
 
 def choose_kernel(widths: Any, requested: str) -> str:
@@ -42,18 +46,22 @@ def choose_kernel(widths: Any, requested: str) -> str:
     picks ``"shallow"`` (:mod:`thermonet.kernels.mlp_shallow`) for one hidden layer with few
     inputs and outputs (the constants above) and ``"blocked"`` otherwise.
 
-    The shallow kernel's passes over the cases grow with the inputs and outputs of each
-    hidden unit, while the matrix products of the blocked kernel get more efficient with
-    them; the constants come from ``benchmarks/bench_regression.py --shapes``, which also
-    flags every shape of its grid where this rule picks the slower kernel on the machine it
-    runs on. The rule depends on the network only, never on a timing, so that a run and its
-    resumption use the same kernel and repeat bit for bit.
+    The shallow kernel's work per case grows with the inputs and outputs of each hidden unit,
+    while the matrix products of the blocked kernel get more efficient with them; the
+    constants come from ``benchmarks/bench_regression.py --shapes``, which also flags every
+    shape of its grid where this rule picks the slower kernel on the machine it runs on. The
+    rule depends on the network only, never on a timing, so that a run and its resumption use
+    the same kernel and repeat bit for bit.
     """
     if requested != "auto":
         return requested
     w = [int(v) for v in widths]
-    if (len(w) == 3 and w[0] <= SHALLOW_MAX_INPUTS
-            and w[0] + w[2] <= SHALLOW_MAX_IN_OUT):
+    if len(w) != 3:
+        return "blocked"
+    n_in, hidden, n_out = w
+    if n_in <= SHALLOW_MAX_INPUTS and n_in + n_out <= SHALLOW_MAX_IN_OUT:
+        return "shallow"
+    if n_out <= SHALLOW_REGISTER_OUTPUTS and n_in * hidden <= SHALLOW_MAX_IN_HIDDEN:
         return "shallow"
     return "blocked"
 

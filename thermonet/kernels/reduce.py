@@ -2,90 +2,134 @@
 
 Without reassociation (fastmath off, thermonet's default) LLVM must add a loop's terms in
 the order written, one at a time: a dot product of 200 terms is then a chain of 200 scalar
-FMAs. :func:`vdot` and :func:`vsum` fix a different order instead, written out in the IR:
-eight lanes, lane ``l`` accumulating the terms ``c = l (mod 8)`` by fused multiply-adds, the
-lanes added pairwise ``((0+1)+(2+3))+((4+5)+(6+7))``, then the last ``n mod 8`` terms in
-order. The order does not depend on the CPU: LLVM lowers the 8-wide vector to one AVX-512
-register or two AVX2 registers, so the result is the same bits on either (and on a CPU
-without FMA instructions, where ``llvm.fma`` is a correctly rounded library call). Accuracy:
-the usual bound of a blocked sum, ``|error| <= (n/8 + 3) eps sum |a_c b_c|``
+FMAs. The functions here fix a different order instead: eight lanes, lane ``l`` accumulating
+the terms ``c = l (mod 8)`` by fused multiply-adds (one :data:`thermonet.kernels.simd.f64x8`
+accumulator), the lanes added pairwise ``((0+1)+(2+3))+((4+5)+(6+7))``, then the last
+``n mod 8`` terms in order. The order does not depend on the CPU: LLVM lowers the 8-lane
+vector to one AVX-512 register or two AVX2 registers, so the result is the same bits on either
+(and on a CPU without FMA instructions, where ``llvm.fma`` is a correctly rounded library
+call). Accuracy: the usual bound of a blocked sum, ``|error| <= (n/8 + 3) eps sum |a_c b_c|``
 (tests/test_kernel_numerics.py checks it and the order). Speed: docs/performance.md.
+
+:func:`dots` and :func:`sums` take several rows at once, four at a time: one load of the
+shared vector then feeds four independent chains of fused multiply-adds instead of one chain
+whose every step waits for the last (each row's result has the same bits as :func:`dot` of
+it alone). They work on pointers (:func:`thermonet.kernels.simd.address`); :func:`vdot` and
+:func:`vsum` are the same for C-contiguous arrays.
 """
 
 from __future__ import annotations
 
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from thermonet.kernels import simd
+from thermonet.kernels.elementwise import fma
+from thermonet.kernels.jit import kernel
 
-#: accumulator lanes (the order above); 8 doubles = one AVX-512 or two AVX2 registers
-LANES = 8
-
-
-def _is_vector(t: types.Type) -> bool:
-    return (isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C"
-            and t.dtype == types.float64)
+#: accumulator lanes (the order above)
+LANES = simd.LANES
 
 
-def _reduce(context, builder, arrays, sig_args):
-    """IR of ``sum_c prod_k arrays[k][c]`` (one or two factors) in the fixed order."""
-    f64 = ir.DoubleType()
-    i64 = ir.IntType(64)
-    vt = ir.VectorType(f64, LANES)
-    structs = [context.make_array(t)(context, builder, a)
-               for t, a in zip(sig_args, arrays, strict=True)]
-    n = builder.extract_value(structs[0].shape, 0)
-    ptrs = [builder.bitcast(s.data, f64.as_pointer()) for s in structs]
-    fma_v = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{LANES}f64")
-    fma_s = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(f64, [f64, f64, f64]), "llvm.fma.f64")
-    n_vec = builder.udiv(n, ir.Constant(i64, LANES))
-    head = builder.mul(n_vec, ir.Constant(i64, LANES))
-    acc = cgutils.alloca_once_value(builder, ir.Constant(vt, [0.0] * LANES))
-    with cgutils.for_range(builder, n_vec) as loop:
-        off = builder.mul(loop.index, ir.Constant(i64, LANES))
-        vals = [builder.load(builder.bitcast(builder.gep(p, [off]), vt.as_pointer()), align=8)
-                for p in ptrs]
-        if len(vals) == 2:
-            builder.store(builder.call(fma_v, [vals[0], vals[1], builder.load(acc)]), acc)
+@kernel(inline=True)
+def finish(acc, pa, pb, head, m, product):
+    """The total of a dot product (``product``) or a sum of ``pb``'s terms whose first
+    ``head`` terms are in the lanes of ``acc``: the lanes added pairwise, then the terms
+    ``head .. m - 1`` one by one, each with one rounding."""
+    total = simd.pairwise_sum(acc)
+    for c in range(head, m):
+        if product:
+            total = fma(pa[c], pb[c], total)
         else:
-            builder.store(builder.fadd(builder.load(acc), vals[0]), acc)
-    v = builder.load(acc)
-    lane = [builder.extract_element(v, ir.Constant(ir.IntType(32), j)) for j in range(LANES)]
-    pairs = [builder.fadd(lane[j], lane[j + 1]) for j in range(0, LANES, 2)]
-    quads = [builder.fadd(pairs[j], pairs[j + 1]) for j in range(0, len(pairs), 2)]
-    total = cgutils.alloca_once_value(builder, builder.fadd(quads[0], quads[1]))
-    with cgutils.for_range_slice(builder, head, n, ir.Constant(i64, 1), inc=True) as (c, _):
-        vals = [builder.load(builder.gep(p, [c])) for p in ptrs]
-        if len(vals) == 2:
-            builder.store(builder.call(fma_s, [vals[0], vals[1], builder.load(total)]), total)
-        else:
-            builder.store(builder.fadd(builder.load(total), vals[0]), total)
-    return builder.load(total)
+            total = total + pb[c]
+    return total
 
 
-@intrinsic
-def vdot(typingctx, a, b):
-    """``sum_c a[c] b[c]`` of two C-contiguous float64 vectors of equal length, in the order
-    above (the caller guarantees the lengths: ``b`` is read for ``len(a)`` terms)."""
-    if not (_is_vector(a) and _is_vector(b)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return _reduce(context, builder, args, signature.args)
-
-    return types.float64(a, b), codegen
+@kernel(inline=True)
+def dot(pa, pb, m):
+    """``sum_c a[c] b[c]`` over ``m`` terms, in the order above."""
+    head = m // LANES * LANES
+    acc = simd.splat(0.0)
+    for c in range(0, head, LANES):
+        acc = simd.fma(simd.load(pa, c), simd.load(pb, c), acc)
+    return finish(acc, pa, pb, head, m, True)
 
 
-@intrinsic
-def vsum(typingctx, a):
+@kernel(inline=True)
+def total(pb, m):
+    """``sum_c b[c]`` over ``m`` terms, in the order above."""
+    head = m // LANES * LANES
+    acc = simd.splat(0.0)
+    for c in range(0, head, LANES):
+        acc = simd.add(acc, simd.load(pb, c))
+    return finish(acc, pb, pb, head, m, False)
+
+
+@kernel
+def dots(pa, pb, ldb, nb, m, out, o0, ostride):
+    """``out[o0 + t ostride] += dot(a, b_t)`` for the ``nb`` rows ``b_t`` of ``pb`` (``ldb``
+    elements apart), ``m`` terms each; ``out`` a pointer."""
+    head = m // LANES * LANES
+    t = 0
+    while t + 4 <= nb:
+        b0 = simd.offset(pb, t * ldb)
+        b1 = simd.offset(b0, ldb)
+        b2 = simd.offset(b1, ldb)
+        b3 = simd.offset(b2, ldb)
+        a0 = simd.splat(0.0)
+        a1 = a0
+        a2 = a0
+        a3 = a0
+        for c in range(0, head, LANES):
+            av = simd.load(pa, c)
+            a0 = simd.fma(av, simd.load(b0, c), a0)
+            a1 = simd.fma(av, simd.load(b1, c), a1)
+            a2 = simd.fma(av, simd.load(b2, c), a2)
+            a3 = simd.fma(av, simd.load(b3, c), a3)
+        out[o0 + t * ostride] += finish(a0, pa, b0, head, m, True)
+        out[o0 + (t + 1) * ostride] += finish(a1, pa, b1, head, m, True)
+        out[o0 + (t + 2) * ostride] += finish(a2, pa, b2, head, m, True)
+        out[o0 + (t + 3) * ostride] += finish(a3, pa, b3, head, m, True)
+        t += 4
+    while t < nb:
+        out[o0 + t * ostride] += dot(pa, simd.offset(pb, t * ldb), m)
+        t += 1
+
+
+@kernel
+def sums(pb, ldb, nb, m, out, o0):
+    """``out[o0 + t] += total(b_t)`` for the ``nb`` rows of ``pb`` (``ldb`` apart)."""
+    head = m // LANES * LANES
+    t = 0
+    while t + 4 <= nb:
+        b0 = simd.offset(pb, t * ldb)
+        b1 = simd.offset(b0, ldb)
+        b2 = simd.offset(b1, ldb)
+        b3 = simd.offset(b2, ldb)
+        a0 = simd.splat(0.0)
+        a1 = a0
+        a2 = a0
+        a3 = a0
+        for c in range(0, head, LANES):
+            a0 = simd.add(a0, simd.load(b0, c))
+            a1 = simd.add(a1, simd.load(b1, c))
+            a2 = simd.add(a2, simd.load(b2, c))
+            a3 = simd.add(a3, simd.load(b3, c))
+        out[o0 + t] += finish(a0, b0, b0, head, m, False)
+        out[o0 + t + 1] += finish(a1, b1, b1, head, m, False)
+        out[o0 + t + 2] += finish(a2, b2, b2, head, m, False)
+        out[o0 + t + 3] += finish(a3, b3, b3, head, m, False)
+        t += 4
+    while t < nb:
+        out[o0 + t] += total(simd.offset(pb, t * ldb), m)
+        t += 1
+
+
+@kernel
+def vdot(a, b):
+    """``sum_c a[c] b[c]`` of two C-contiguous float64 vectors, ``len(a)`` terms (the caller
+    guarantees ``b`` has as many), in the order above."""
+    return dot(simd.address(a), simd.address(b), a.shape[0])
+
+
+@kernel
+def vsum(a):
     """``sum_c a[c]`` of a C-contiguous float64 vector, in the order above."""
-    if not _is_vector(a):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return _reduce(context, builder, args, signature.args)
-
-    return types.float64(a), codegen
+    return total(simd.address(a), a.shape[0])
