@@ -75,7 +75,7 @@ def fma(typingctx, a, b, c):
 _EXP2_MAGIC = 4503599627371519.0
 
 
-@kernel(inline=True)
+@kernel
 def pow2(k):
     """``2^k`` for an integer-valued float64 ``k`` in [-1022, 1023], from exponent bits:
     ``(k + 1023) << 52``, with ``k + 1023`` read from the bits of ``k + 2^52 + 1023``. The same
@@ -150,7 +150,7 @@ def logistic(v):
     return y if v == v else v
 
 
-@kernel(inline=True)
+@kernel
 def logistic8(v):
     """:func:`logistic` of eight lanes (a :data:`thermonet.kernels.simd.f64x8`): the same
     operations in the same order, so every lane has the bits of the scalar function."""
@@ -173,7 +173,7 @@ def logistic8(v):
     return simd.where("==", v, v, y, v)
 
 
-@kernel(inline=True)
+@kernel
 def tanh8(z):
     """``tanh(z)`` of eight lanes (a :data:`thermonet.kernels.simd.f64x8`) in one rational
     step: with ``x = -2 z = k ln2 + r`` and Cephes' ``exp(x) = 2^k (Q + rP)/(Q - rP)`` (the form

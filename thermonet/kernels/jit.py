@@ -90,13 +90,8 @@ def install_cache_locators() -> None:
     impl._locator_classes[:0] = ours
 
 
-def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False,
-           inline: bool = False) -> Any:
-    """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model).
-
-    ``inline=True`` inlines it into its callers at Numba's level (``inline="always"``), for
-    small functions called in a kernel's innermost loops: LLVM does not inline a call that
-    passes arrays, and the call then costs reference-count updates."""
+def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) -> Any:
+    """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model)."""
     if _CACHE:
         # Numba picks a function's cache locator when it is decorated, so the stamped locators
         # must be in place by then; installing them is idempotent and touches no other function
@@ -105,8 +100,7 @@ def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False,
     def wrap(f: Callable[..., Any]) -> Any:
         f._thermonet_kernel = True  # type: ignore[attr-defined]
         return numba.njit(
-            cache=_CACHE, nogil=True, error_model="numpy", fastmath=FASTMATH, parallel=parallel,
-            inline="always" if inline else "never",
+            cache=_CACHE, nogil=True, error_model="numpy", fastmath=FASTMATH, parallel=parallel
         )(f)
 
     return wrap if func is None else wrap(func)

@@ -62,7 +62,7 @@ def work_size(widths, block):
 # H (nh rows), deltas D (nh), residuals R (n_out); then the inputs (n_in rows of 8) and targets
 # (n_out) of the last group of cases, zero-padded when m is not a multiple of 8. The helpers
 # take pointers and sizes, not arrays (thermonet.kernels.simd says why).
-@kernel(inline=True)
+@kernel
 def _unit(tp, n_in, nh, tanh, xp, ldx, j):
     """Hidden unit ``j``'s activations on the eight cases at ``xp`` (rows ``ldx`` apart):
     ``phi(b_j + sum_i W[j, i] x_i)``, the terms added in input order by fused multiply-adds."""
@@ -74,7 +74,7 @@ def _unit(tp, n_in, nh, tanh, xp, ldx, j):
     return logistic8(z)
 
 
-@kernel(inline=True)
+@kernel
 def _dphi(a, tanh):
     """The activation function's derivative from its value ``a``: ``1 - a^2`` (tanh, one
     rounding) or ``a (1 - a)`` (logistic)."""
@@ -83,7 +83,7 @@ def _dphi(a, tanh):
     return simd.mul(a, simd.sub(simd.splat(1.0), a))
 
 
-@kernel(inline=True)
+@kernel
 def _group(tp, n_in, nh, n_out, tanh, xp, yp, ldx, hp, rp, dp, mp, grad_too):
     """Eight cases: activations to ``hp``, residuals ``f_k(x) - y_k`` to ``rp`` (rows ``mp``
     apart) and, with ``grad_too``, the hidden units' deltas ``(sum_k W2[k, j] r_k) phi'`` to

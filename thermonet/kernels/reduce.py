@@ -28,7 +28,7 @@ from thermonet.kernels.jit import kernel
 LANES = simd.LANES
 
 
-@kernel(inline=True)
+@kernel
 def finish(acc, pa, pb, head, m, product):
     """The total of a dot product (``product``) or a sum of ``pb``'s terms whose first
     ``head`` terms are in the lanes of ``acc``: the lanes added pairwise, then the terms
@@ -42,7 +42,7 @@ def finish(acc, pa, pb, head, m, product):
     return total
 
 
-@kernel(inline=True)
+@kernel
 def dot(pa, pb, m):
     """``sum_c a[c] b[c]`` over ``m`` terms, in the order above."""
     head = m // LANES * LANES
@@ -52,7 +52,7 @@ def dot(pa, pb, m):
     return finish(acc, pa, pb, head, m, True)
 
 
-@kernel(inline=True)
+@kernel
 def total(pb, m):
     """``sum_c b[c]`` over ``m`` terms, in the order above."""
     head = m // LANES * LANES
