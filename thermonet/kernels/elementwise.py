@@ -151,6 +151,20 @@ def logistic(v):
 
 
 @kernel
+def _pade8(x, k):
+    """``rP(r^2)`` and ``Q(r^2)`` of :func:`logistic`'s form ``exp(x) = 2^k (Q + rP)/(Q - rP)``
+    for eight lanes, with ``r = x - k ln2`` in two steps (ln2's high part first)."""
+    mk = simd.sub(simd.splat(-0.0), k)
+    r = simd.fma(mk, simd.splat(_LN2_LO), simd.fma(mk, simd.splat(_LN2_HI), x))
+    rr = simd.mul(r, r)
+    px = simd.mul(r, simd.fma(simd.fma(simd.splat(_LP0), rr, simd.splat(_LP1)), rr,
+                              simd.splat(_LP2)))
+    q = simd.fma(simd.fma(simd.fma(simd.splat(_LQ0), rr, simd.splat(_LQ1)), rr,
+                          simd.splat(_LQ2)), rr, simd.splat(_LQ3))
+    return px, q
+
+
+@kernel
 def logistic8(v):
     """:func:`logistic` of eight lanes (a :data:`thermonet.kernels.simd.f64x8`): the same
     operations in the same order, so every lane has the bits of the scalar function."""
@@ -160,13 +174,7 @@ def logistic8(v):
     lo = simd.splat(-40.0)
     x = simd.where(">", x, lo, x, lo)
     k = simd.floor(simd.add(simd.mul(x, simd.splat(_LOG2E)), simd.splat(0.5)))
-    mk = simd.sub(simd.splat(-0.0), k)
-    r = simd.fma(mk, simd.splat(_LN2_LO), simd.fma(mk, simd.splat(_LN2_HI), x))
-    rr = simd.mul(r, r)
-    px = simd.mul(r, simd.fma(simd.fma(simd.splat(_LP0), rr, simd.splat(_LP1)), rr,
-                              simd.splat(_LP2)))
-    q = simd.fma(simd.fma(simd.fma(simd.splat(_LQ0), rr, simd.splat(_LQ1)), rr,
-                          simd.splat(_LQ2)), rr, simd.splat(_LQ3))
+    px, q = _pade8(x, k)
     d = simd.sub(q, px)
     y = simd.div(d, simd.add(d, simd.mul(simd.exp2i(k), simd.add(q, px))))
     y = simd.where(">", v, simd.splat(_LOGISTIC_VMIN), y, simd.splat(0.0))
@@ -188,13 +196,7 @@ def tanh8(z):
     lo = simd.splat(-40.0)
     x = simd.where(">", lo, x, lo, x)
     k = simd.floor(simd.fma(x, simd.splat(_LOG2E), simd.splat(0.5)))
-    mk = simd.sub(simd.splat(-0.0), k)
-    r = simd.fma(mk, simd.splat(_LN2_LO), simd.fma(mk, simd.splat(_LN2_HI), x))
-    rr = simd.mul(r, r)
-    px = simd.mul(r, simd.fma(simd.fma(simd.splat(_LP0), rr, simd.splat(_LP1)), rr,
-                              simd.splat(_LP2)))
-    q = simd.fma(simd.fma(simd.fma(simd.splat(_LQ0), rr, simd.splat(_LQ1)), rr,
-                          simd.splat(_LQ2)), rr, simd.splat(_LQ3))
+    px, q = _pade8(x, k)
     s = simd.exp2i(k)
     one = simd.splat(1.0)
     a = simd.sub(one, s)

@@ -133,15 +133,14 @@ def _group(tp, n_in, nh, n_out, tanh, xp, yp, ldx, hp, rp, dp, mp, grad_too):
                 d = simd.fma(simd.splat(tp[o_w2 + 3 * nh + j]), r3, d)
             simd.store(dp, j * mp, simd.mul(d, _dphi(simd.load(hp, j * mp), tanh)))
         return
-    else:
+    for k in range(n_out):
+        simd.store(rp, k * mp, simd.sub(simd.splat(tp[o_b2 + k]), simd.load(yp, k * ldx)))
+    for j in range(nh):
+        h = _unit(tp, n_in, nh, tanh, xp, ldx, j)
+        simd.store(hp, j * mp, h)
         for k in range(n_out):
-            simd.store(rp, k * mp, simd.sub(simd.splat(tp[o_b2 + k]), simd.load(yp, k * ldx)))
-        for j in range(nh):
-            h = _unit(tp, n_in, nh, tanh, xp, ldx, j)
-            simd.store(hp, j * mp, h)
-            for k in range(n_out):
-                r = simd.load(rp, k * mp)
-                simd.store(rp, k * mp, simd.fma(simd.splat(tp[o_w2 + k * nh + j]), h, r))
+            r = simd.load(rp, k * mp)
+            simd.store(rp, k * mp, simd.fma(simd.splat(tp[o_w2 + k * nh + j]), h, r))
     if not grad_too:
         return
     for j in range(nh):

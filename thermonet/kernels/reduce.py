@@ -33,13 +33,13 @@ def finish(acc, pa, pb, head, m, product):
     """The total of a dot product (``product``) or a sum of ``pb``'s terms whose first
     ``head`` terms are in the lanes of ``acc``: the lanes added pairwise, then the terms
     ``head .. m - 1`` one by one, each with one rounding."""
-    total = simd.pairwise_sum(acc)
+    s = simd.pairwise_sum(acc)
     for c in range(head, m):
         if product:
-            total = fma(pa[c], pb[c], total)
+            s = fma(pa[c], pb[c], s)
         else:
-            total = total + pb[c]
-    return total
+            s = s + pb[c]
+    return s
 
 
 @kernel
@@ -63,9 +63,9 @@ def total(pb, m):
 
 
 @kernel
-def dots(pa, pb, ldb, nb, m, out, o0, ostride):
-    """``out[o0 + t ostride] += dot(a, b_t)`` for the ``nb`` rows ``b_t`` of ``pb`` (``ldb``
-    elements apart), ``m`` terms each; ``out`` a pointer."""
+def _rows(pa, pb, ldb, nb, m, out, o0, ostride, product):
+    """``out[o0 + t ostride] +=`` :func:`dot` of ``a`` and row ``t`` of ``pb`` (``product``)
+    or :func:`total` of row ``t``, for the ``nb`` rows (``ldb`` apart), four at a time."""
     head = m // LANES * LANES
     t = 0
     while t + 4 <= nb:
@@ -77,49 +77,41 @@ def dots(pa, pb, ldb, nb, m, out, o0, ostride):
         a1 = a0
         a2 = a0
         a3 = a0
-        for c in range(0, head, LANES):
-            av = simd.load(pa, c)
-            a0 = simd.fma(av, simd.load(b0, c), a0)
-            a1 = simd.fma(av, simd.load(b1, c), a1)
-            a2 = simd.fma(av, simd.load(b2, c), a2)
-            a3 = simd.fma(av, simd.load(b3, c), a3)
-        out[o0 + t * ostride] += finish(a0, pa, b0, head, m, True)
-        out[o0 + (t + 1) * ostride] += finish(a1, pa, b1, head, m, True)
-        out[o0 + (t + 2) * ostride] += finish(a2, pa, b2, head, m, True)
-        out[o0 + (t + 3) * ostride] += finish(a3, pa, b3, head, m, True)
+        if product:
+            for c in range(0, head, LANES):
+                av = simd.load(pa, c)
+                a0 = simd.fma(av, simd.load(b0, c), a0)
+                a1 = simd.fma(av, simd.load(b1, c), a1)
+                a2 = simd.fma(av, simd.load(b2, c), a2)
+                a3 = simd.fma(av, simd.load(b3, c), a3)
+        else:
+            for c in range(0, head, LANES):
+                a0 = simd.add(a0, simd.load(b0, c))
+                a1 = simd.add(a1, simd.load(b1, c))
+                a2 = simd.add(a2, simd.load(b2, c))
+                a3 = simd.add(a3, simd.load(b3, c))
+        out[o0 + t * ostride] += finish(a0, pa, b0, head, m, product)
+        out[o0 + (t + 1) * ostride] += finish(a1, pa, b1, head, m, product)
+        out[o0 + (t + 2) * ostride] += finish(a2, pa, b2, head, m, product)
+        out[o0 + (t + 3) * ostride] += finish(a3, pa, b3, head, m, product)
         t += 4
     while t < nb:
-        out[o0 + t * ostride] += dot(pa, simd.offset(pb, t * ldb), m)
+        bt = simd.offset(pb, t * ldb)
+        out[o0 + t * ostride] += dot(pa, bt, m) if product else total(bt, m)
         t += 1
+
+
+@kernel
+def dots(pa, pb, ldb, nb, m, out, o0, ostride):
+    """``out[o0 + t ostride] += dot(a, b_t)`` for the ``nb`` rows ``b_t`` of ``pb`` (``ldb``
+    elements apart), ``m`` terms each; ``out`` a pointer."""
+    _rows(pa, pb, ldb, nb, m, out, o0, ostride, True)
 
 
 @kernel
 def sums(pb, ldb, nb, m, out, o0):
     """``out[o0 + t] += total(b_t)`` for the ``nb`` rows of ``pb`` (``ldb`` apart)."""
-    head = m // LANES * LANES
-    t = 0
-    while t + 4 <= nb:
-        b0 = simd.offset(pb, t * ldb)
-        b1 = simd.offset(b0, ldb)
-        b2 = simd.offset(b1, ldb)
-        b3 = simd.offset(b2, ldb)
-        a0 = simd.splat(0.0)
-        a1 = a0
-        a2 = a0
-        a3 = a0
-        for c in range(0, head, LANES):
-            a0 = simd.add(a0, simd.load(b0, c))
-            a1 = simd.add(a1, simd.load(b1, c))
-            a2 = simd.add(a2, simd.load(b2, c))
-            a3 = simd.add(a3, simd.load(b3, c))
-        out[o0 + t] += finish(a0, b0, b0, head, m, False)
-        out[o0 + t + 1] += finish(a1, b1, b1, head, m, False)
-        out[o0 + t + 2] += finish(a2, b2, b2, head, m, False)
-        out[o0 + t + 3] += finish(a3, b3, b3, head, m, False)
-        t += 4
-    while t < nb:
-        out[o0 + t] += total(simd.offset(pb, t * ldb), m)
-        t += 1
+    _rows(pb, pb, ldb, nb, m, out, o0, 1, False)
 
 
 @kernel

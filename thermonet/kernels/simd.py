@@ -127,19 +127,6 @@ def splat(typingctx, x):
     return f64x8(x), codegen
 
 
-@intrinsic
-def lane(typingctx, v, j):
-    """Lane ``j`` of ``v`` (a float64)."""
-    if not (v == f64x8 and isinstance(j, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.extract_element(args[0], context.cast(builder, args[1], sig.args[1],
-                                                             types.int64))
-
-    return types.float64(v, j), codegen
-
-
 def _binary(op: str):
     @intrinsic
     def f(typingctx, a, b):
