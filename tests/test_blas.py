@@ -103,7 +103,7 @@ def test_gemm_result_does_not_depend_on_operand_alignment():
 
 def test_info_names_the_backend():
     info = blas.info()
-    assert info["blas_backend"] == blas.BACKEND in ("mkl", "numpy")
+    assert info["blas_backend"] == blas.BACKEND in ("mkl", "numpy", "own")
     if blas.BACKEND == "mkl":
         assert "mkl_rt" in info["blas_library"]
 
@@ -172,7 +172,7 @@ def test_mkl_results_repeat_bit_for_bit_across_processes():
 
 
 @pytest.mark.parametrize("env, expected", [
-    ({"THERMONET_BLAS": "cuBLAS"}, "THERMONET_BLAS='cublas'; expected one of auto, mkl, numpy"),
+    ({"THERMONET_BLAS": "cuBLAS"}, "THERMONET_BLAS='cublas'; expected one of auto, mkl, numpy, own"),
     ({"THERMONET_BLAS": "mkl", "THERMONET_MKL_LIB": "/nonexistent/libmkl_rt.so"},
      "THERMONET_BLAS=mkl but could not load MKL"),
 ])
@@ -186,13 +186,18 @@ def test_bad_backend_requests_fail_in_one_line(env, expected):
     assert expected in last
 
 
-def test_missing_mkl_falls_back_to_numpy_under_auto():
-    env = dict(os.environ, THERMONET_BLAS="auto", THERMONET_MKL_LIB="/nonexistent/libmkl_rt.so")
-    code = "from thermonet.kernels import blas; print(blas.BACKEND, '|', blas.REASON)"
+def test_missing_mkl_leaves_numpy_and_own_to_measure_under_auto(tmp_path):
+    env = dict(os.environ, THERMONET_BLAS="auto", THERMONET_MKL_LIB="/nonexistent/libmkl_rt.so",
+               THERMONET_CACHE_DIR=str(tmp_path))
+    code = ("import json; from thermonet.kernels import backend, calibration\n"
+            "c = backend.choice()\n"
+            "print(json.dumps([c['backend'], sorted(c['rates']), "
+            "calibration.choose(c['rates'])]))")
     out = subprocess.run(check=False, args=[sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=300)
-    backend, reason = out.stdout.strip().split(" | ")
-    assert backend == "numpy" and "could not load MKL" in reason
+    assert out.returncode == 0, out.stderr[-2000:]
+    chosen, names, rule = json.loads(out.stdout.strip().splitlines()[-1])
+    assert names == ["numpy", "own"] and chosen == rule
 
 
 def test_checkpoint_records_the_backend(tmp_path):

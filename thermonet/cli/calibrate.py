@@ -9,17 +9,18 @@ import re
 import click
 
 
-@click.command(short_help="Measure (or show) which matrix-product library is fastest here.")
+@click.command(short_help="Measure (or show) which matrix-product backend is fastest here.")
 @click.option("--force", is_flag=True, help="Measure again even if this machine's choice is "
               "cached (and replace the cached one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def calibrate(force: bool, as_json: bool) -> None:
     """Time the M(3) kernels' matrix products (one 128-row block, one thread) with every
-    backend that can run here (NumPy's np.dot, and Intel MKL if installed), print the rates and
-    the choice, and cache it for this machine (CPU and library versions).
+    backend that can run here (NumPy's np.dot, thermonet's own products, and Intel MKL if
+    installed), print the rates and the choice, and cache it for this machine (CPU and library
+    versions).
 
     With THERMONET_BLAS unset or `auto`, every thermonet process on this machine uses the
-    cached choice; THERMONET_BLAS=numpy or =mkl overrides it. The cache lives in
+    cached choice; THERMONET_BLAS=numpy, =own or =mkl overrides it. The cache lives in
     THERMONET_CACHE_DIR, else the user cache directory (~/.cache/thermonet on Linux).
 
     \b
@@ -31,7 +32,7 @@ def calibrate(force: bool, as_json: bool) -> None:
     record = backend.calibrate(force=force)
     want = backend.requested()
     lib, why_not = backend.load_mkl()
-    uses = want if want != "auto" else record["backend"] if lib is not None else "numpy"
+    uses = want if want != "auto" else record["backend"]
     path = os.path.join(calibration.cache_dir(), calibration.CACHE_FILE)
     prods = calibration.products("numpy")
     if as_json:
@@ -41,7 +42,8 @@ def calibrate(force: bool, as_json: bool) -> None:
     click.echo(f"matrix products of one {calibration.ROWS}-row block of M(3) "
                f"({len(prods)} products, {calibration.flops(prods) / 1e6:.2f} MFLOP), "
                "1 thread, fastest of "
-               f"{next(iter(record['rates'].values()))['rounds']} interleaved rounds:")
+               f"{record['rates'].get('numpy', next(iter(record['rates'].values())))['rounds']}"
+               " interleaved rounds (own: its own rounds in a separate process):")
     click.echo(f"{'backend':<8} {'us/block':>9} {'GFLOP/s':>8}")
     for name, r in sorted(record["rates"].items(), key=lambda kv: kv[1]["us_per_block"]):
         mark = "   <- chosen" if name == record["backend"] else ""
@@ -54,7 +56,7 @@ def calibrate(force: bool, as_json: bool) -> None:
                f"{key['n_cpus']} CPUs; numpy {key['numpy']}, scipy {key['scipy']}, "
                f"numba {key['numba']}" + (f", {_short(key['mkl'])}" if key["mkl"] else ""))
     if lib is None:
-        click.echo(f"only np.dot can run here: {why_not}")
+        click.echo(f"MKL cannot run here: {why_not}")
     if want != "auto":
         click.echo(f"THERMONET_BLAS={want} overrides the measurement: thermonet uses {uses}")
     else:

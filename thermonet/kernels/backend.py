@@ -1,13 +1,14 @@
-"""Which library the kernels' matrix products use: Intel MKL or NumPy's ``np.dot``.
+"""Which library the kernels' matrix products use: Intel MKL, NumPy's ``np.dot`` or
+thermonet's own register-blocked products (:mod:`thermonet.kernels.gemm`).
 
-``THERMONET_BLAS`` decides: ``mkl``, ``numpy`` (or ``openblas``) force a backend; ``auto`` (the
-default, also when unset) takes the faster one on this machine, measured once and cached
-(:mod:`thermonet.kernels.calibration`); without MKL there is nothing to measure and ``np.dot``
-is used. The choice is made once per process, when :data:`BACKEND` is first read (importing
-:mod:`thermonet.kernels.blas` or any kernel reads it), and is compiled into the kernels
-(:mod:`thermonet.kernels.blas` has the products; :mod:`thermonet.kernels.jit` stamps the cache
-with the backend). Until then :func:`pin` may fix it, which a resumed run uses to keep its
-checkpoint's backend. This module needs no Numba, so both can import it.
+``THERMONET_BLAS`` decides: ``mkl``, ``numpy`` (or ``openblas``), ``own`` force a backend;
+``auto`` (the default, also when unset) takes the fastest one on this machine, measured once and
+cached (:mod:`thermonet.kernels.calibration`; MKL only if it is installed). The choice is made
+once per process, when :data:`BACKEND` is first read (importing :mod:`thermonet.kernels.blas`
+or any kernel reads it), and is compiled into the kernels (:mod:`thermonet.kernels.blas` has
+the products; :mod:`thermonet.kernels.jit` stamps the cache with the backend). Until then
+:func:`pin` may fix it, which a resumed run uses to keep its checkpoint's backend. This module
+needs no Numba, so both can import it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from typing import Any
 #: LLVM symbol names of the MKL products (registered when MKL is used)
 SYM_D = "thermonet_blas_dgemm"
 SYM_S = "thermonet_blas_sgemm"
+#: LLVM symbol name of thermonet's own product (registered when that backend is used)
+SYM_OWN = "thermonet_own_dgemm"
 
 #: values of ``THERMONET_BLAS`` (``openblas`` is accepted for ``numpy``)
-CHOICES = ("auto", "mkl", "numpy")
+CHOICES = ("auto", "mkl", "numpy", "own")
 _MKL_THREADING_SEQUENTIAL = 1
 _MKL_CBWR_STRICT = 0x10000
 
@@ -121,7 +124,7 @@ def candidates() -> dict[str, Any]:
     lib, _ = load_mkl()
     if lib is not None:
         out["mkl"] = ctypes.cast(lib.dgemm, calibration.DGEMM)
-    return out
+    return out   # "own" is timed in a process of its own (calibration.measure_own)
 
 
 def calibrate(force: bool = False) -> dict[str, Any]:
@@ -130,7 +133,7 @@ def calibrate(force: bool = False) -> dict[str, Any]:
     from thermonet.kernels import calibration
 
     lib, _ = load_mkl()
-    names = ("numpy",) if lib is None else ("numpy", "mkl")
+    names = ("numpy", "own") if lib is None else ("numpy", "mkl", "own")
     return calibration.calibrate(names, candidates,
                                  mkl_version(lib) if lib is not None else "", force=force)
 
@@ -146,15 +149,12 @@ def _select() -> dict[str, Any]:
         why = f"THERMONET_BLAS={want}"
         how = "override"
     rates: dict[str, Any] = {}
-    if want == "numpy":
-        return {"backend": "numpy", "library": "", "reason": why, "how": how, "rates": rates}
+    if want in ("numpy", "own"):
+        return {"backend": want, "library": "", "reason": why, "how": how, "rates": rates}
     lib, why_not = load_mkl()
-    if lib is None:
-        if want == "mkl":
-            raise RuntimeError(f"{why} but {why_not}; install the 'mkl' package or "
-                               "unset THERMONET_BLAS")
-        return {"backend": "numpy", "library": "", "reason": why_not, "how": "only candidate",
-                "rates": rates}
+    if lib is None and want == "mkl":
+        raise RuntimeError(f"{why} but {why_not}; install the 'mkl' package or "
+                           "unset THERMONET_BLAS")
     if want == "auto":
         from thermonet.kernels import calibration
 
@@ -168,8 +168,9 @@ def _select() -> dict[str, Any]:
         want, how, rates = record["backend"], record["how"], record["rates"]
         why = (f"{'measured' if how == 'measured' else 'measured earlier'} on this machine: "
                f"{calibration.describe(record)} on the M(3) block products")
-    if want == "numpy":
-        return {"backend": "numpy", "library": "", "reason": why, "how": how, "rates": rates}
+    if want in ("numpy", "own"):
+        return {"backend": want, "library": "", "reason": why, "how": how, "rates": rates}
+    assert lib is not None   # only MKL is left, and calibrate() measures it only if it loads
     import llvmlite.binding as llb
 
     llb.add_symbol(SYM_D, ctypes.cast(lib.cblas_dgemm, ctypes.c_void_p).value)
@@ -178,9 +179,9 @@ def _select() -> dict[str, Any]:
 
 
 def choice() -> dict[str, Any]:
-    """The process's choice (made on the first call): ``backend`` (``"mkl"`` or
-    ``"numpy"``), ``library`` (MKL's path or ""), ``reason`` (one line: why), ``how``
-    (``measured``, ``cached``, ``override``, ``pinned``, ``only candidate`` or ``fallback``)
+    """The process's choice (made on the first call): ``backend`` (``"mkl"``, ``"numpy"`` or
+    ``"own"``), ``library`` (MKL's path or ""), ``reason`` (one line: why), ``how``
+    (``measured``, ``cached``, ``override``, ``pinned`` or ``fallback``)
     and ``rates``
     (the measurement behind an automatic choice, else empty)."""
     global _chosen
@@ -200,14 +201,14 @@ def pin(backend: str, why: str) -> bool:
     """Use ``backend`` in this process if nothing has chosen one yet and ``THERMONET_BLAS``
     asks for ``auto``; returns whether the process now uses ``backend``."""
     global _pinned
-    if backend not in ("mkl", "numpy"):
+    if backend not in ("mkl", "numpy", "own"):
         return False
     try:
         auto = requested() == "auto"
     except RuntimeError:
         return False                  # the one-line error comes when the kernels load
     with _lock:
-        if _chosen is None and auto and (backend == "numpy" or load_mkl()[0] is not None):
+        if _chosen is None and auto and (backend != "mkl" or load_mkl()[0] is not None):
             _pinned = (backend, why)
     return choice()["backend"] == backend
 

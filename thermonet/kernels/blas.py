@@ -1,16 +1,21 @@
-"""The matrix products of the kernels: Intel MKL or NumPy's ``np.dot``, whichever is faster here.
+"""The matrix products of the kernels: Intel MKL, NumPy's ``np.dot`` or thermonet's own,
+whichever is fastest here.
 
 On the skinny shapes of the MLP kernels ((rows x 256)(256 x 40), the 40 x 40 layers) MKL's
 ``dgemm`` can be faster than the OpenBLAS that Numba's ``np.dot`` calls, or slower, depending on
-the CPU (docs/performance.md), and the products are most of a gradient's cost. So
+the CPU, and thermonet's own register-blocked products (:mod:`thermonet.kernels.gemm`) can be
+faster than both (docs/performance.md); the products are most of a gradient's cost. So
 (:mod:`thermonet.kernels.backend`):
 
-* ``THERMONET_BLAS=auto`` (the default): if MKL can be loaded (``pip install thermonet[mkl]``,
-  i.e. the ``mkl`` wheel from PyPI), the faster of the two on this machine, measured once on the
-  kernels' own products and cached (:mod:`thermonet.kernels.calibration`); else ``np.dot``.
+* ``THERMONET_BLAS=auto`` (the default): the fastest on this machine of ``np.dot``, thermonet's
+  own products and, if it can be loaded (``pip install thermonet[mkl]``, i.e. the ``mkl``
+  wheel from PyPI), MKL, measured once on the kernels' own products and cached
+  (:mod:`thermonet.kernels.calibration`).
 * ``THERMONET_BLAS=mkl``: use MKL; importing the kernels fails with a one-line message if it
   cannot be loaded.
 * ``THERMONET_BLAS=numpy`` (or ``openblas``): always ``np.dot`` (SciPy's OpenBLAS under Numba).
+* ``THERMONET_BLAS=own``: thermonet's own products for float64 (float32 products still go to
+  ``np.dot``).
 
 MKL is used in its *sequential* threading layer (every call on the calling thread: the parallel
 kernels split the data blocks over Numba's threads themselves) and in strict conditional
@@ -18,9 +23,9 @@ numerical reproducibility mode (``MKL_CBWR = <the CPU's branch>,STRICT``), so a 
 result does not depend on the alignment of its operands: the serial and threaded kernels stay
 bitwise identical and a resumed run repeats its arithmetic exactly. If another library loaded
 MKL first with a threaded layer, thermonet leaves it alone and uses ``np.dot``
-(:data:`REASON` says so).
+(:data:`REASON` says so). thermonet's own products give the same bits on every x86-64 CPU.
 
-The two backends round differently (results agree to ~1e-13 relative, not bitwise), so the
+The backends round differently (results agree to ~1e-13 relative, not bitwise), so the
 backend is part of a run's provenance (:func:`info`) and of the kernel cache stamp
 (:mod:`thermonet.kernels.jit`).
 
@@ -36,7 +41,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels.backend import BACKEND, LIBRARY, REASON, SYM_D, SYM_S, info
+from thermonet.kernels import gemm as own
+from thermonet.kernels.backend import BACKEND, LIBRARY, REASON, SYM_D, SYM_OWN, SYM_S, info
 from thermonet.kernels.jit import kernel
 
 __all__ = ["BACKEND", "LIBRARY", "REASON", "gemm", "gemm_acc", "info"]
@@ -174,13 +180,67 @@ def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
     _mkl_acc_by_layout(ta, tb, a, b, c, alpha)
 
 
+_own_dgemm = types.ExternalFunction(SYM_OWN, own.C_SIGNATURE)
+if BACKEND == "own":
+    import llvmlite.binding as _llb
+
+    _llb.add_symbol(SYM_OWN, own.c_product_address())
+
+
+@kernel
+def _own_call(ta, tb, a, b, c, alpha, accumulate):
+    m, n = c.shape
+    _own_dgemm(np.int32(ta), np.int32(tb), m, n, a.shape[0] if ta else a.shape[1], alpha,
+               np.int32(accumulate), a.ctypes.data, a.strides[0] // 8, b.ctypes.data,
+               b.strides[0] // 8, c.ctypes.data, c.strides[0] // 8)
+
+
+def _own_by_type(ta, tb, a, b, c):
+    """Resolved when a kernel is compiled: C-contiguous float64 operands go to thermonet's own
+    products (:mod:`thermonet.kernels.gemm`, through the symbol registered above), anything
+    else to ``np.dot``."""
+
+
+@overload(_own_by_type)
+def _own_by_type_typed(ta, tb, a, b, c):
+    if all(getattr(x, "layout", "") == "C" and getattr(x, "dtype", None) == types.float64
+           for x in (a, b, c)):
+        return lambda ta, tb, a, b, c: _own_call(ta, tb, a, b, c, 1.0, 0)
+    return lambda ta, tb, a, b, c: _gemm_numpy(ta, tb, a, b, c)
+
+
+@kernel
+def _gemm_own(ta, tb, a, b, c):
+    _own_by_type(ta, tb, a, b, c)
+
+
+def _own_acc_by_type(ta, tb, a, b, c, alpha):
+    """As :func:`_own_by_type`, for :func:`gemm_acc`."""
+
+
+@overload(_own_acc_by_type)
+def _own_acc_by_type_typed(ta, tb, a, b, c, alpha):
+    if all(getattr(x, "layout", "") == "C" and getattr(x, "dtype", None) == types.float64
+           for x in (a, b, c)):
+        return lambda ta, tb, a, b, c, alpha: _own_call(ta, tb, a, b, c, alpha, 1)
+    return lambda ta, tb, a, b, c, alpha: _gemm_acc_numpy(ta, tb, a, b, c, alpha)
+
+
+@kernel
+def _gemm_acc_own(ta, tb, a, b, c, alpha):
+    _own_acc_by_type(ta, tb, a, b, c, alpha)
+
+
+_GEMM = {"mkl": _gemm_mkl, "numpy": _gemm_numpy, "own": _gemm_own}
+_GEMM_ACC = {"mkl": _gemm_acc_mkl, "numpy": _gemm_acc_numpy, "own": _gemm_acc_own}
+
 #: ``gemm(ta, tb, a, b, c)``: ``c = op(a) @ op(b)`` with ``op(x) = x.T if t else x``, for
 #: float64 or float32 2-D arrays of one dtype with unit stride along their last axis
-gemm = _gemm_mkl if BACKEND == "mkl" else _gemm_numpy
+gemm = _GEMM[BACKEND]
 
 #: ``gemm_acc(ta, tb, a, b, c, alpha)``: ``c += alpha * op(a) @ op(b)`` (float64; other
 #: dtypes through a temporary). With ``np.dot`` the product is rounded first and then
 #: ``c + alpha * product`` is formed element by element, exactly as a separate update would;
 #: MKL's ``beta = 1`` update rounds differently (a few ulp), which is the price of not writing
 #: the product to memory at all
-gemm_acc = _gemm_acc_mkl if BACKEND == "mkl" else _gemm_acc_numpy
+gemm_acc = _GEMM_ACC[BACKEND]

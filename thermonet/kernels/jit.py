@@ -106,4 +106,18 @@ def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) ->
     return wrap if func is None else wrap(func)
 
 
-__all__ = ["FASTMATH", "SAFE_FASTMATH", "install_cache_locators", "kernel", "prange"]
+def cfunction(signature: Any) -> Callable[[Callable[..., Any]], Any]:
+    """Compile a function as a C-callable (``numba.cfunc``) with the kernels' options and cache
+    stamp; its ``address`` can be registered as a symbol that kernels call."""
+    if _CACHE:
+        install_cache_locators()
+
+    def wrap(f: Callable[..., Any]) -> Any:
+        f._thermonet_kernel = True  # type: ignore[attr-defined]
+        return numba.cfunc(signature, cache=_CACHE, error_model="numpy", fastmath=FASTMATH)(f)
+
+    return wrap
+
+
+__all__ = ["FASTMATH", "SAFE_FASTMATH", "cfunction", "install_cache_locators", "kernel",
+           "prange"]

@@ -42,10 +42,11 @@ allocated inside a sampling loop. (The only allocation per block is a float64 ar
 
 Speed (docs/performance.md)
 ---------------------------
-The matrix products go through :func:`thermonet.kernels.blas.gemm`: Intel MKL when it is
-installed, else ``np.dot`` (SciPy's OpenBLAS), in layouts each handles well (with OpenBLAS the
-small weight matrices above the first layer are transposed into scratch for the forward
-products). Everything else is written so that LLVM vectorises it:
+The matrix products go through :func:`thermonet.kernels.blas.gemm`: Intel MKL, ``np.dot``
+(SciPy's OpenBLAS) or thermonet's own register-blocked products, whichever was measured fastest
+here, in layouts each handles well (with OpenBLAS the small weight matrices above the first
+layer are transposed into scratch for the forward products, with thermonet's own products
+every layer's are). Everything else is written so that LLVM vectorises it:
 the logistic units are one rational step each, :func:`thermonet.kernels.elementwise.logistic`
 (float64) and :func:`logistic32` (float32 kernels), instead of the scalar libm ``math.exp`` (no SVML
 here), and the softmax takes its exponentials in one flat loop. Parallel kernels leave BLAS
@@ -72,8 +73,11 @@ OUTPUT_MASK = 1
 #: bit of the activation code: tanh hidden units (otherwise logistic)
 HIDDEN_TANH = 2
 
-#: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL)
-_TRANSPOSE_SMALL = _BLAS_BACKEND == "numpy"
+#: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL;
+#: thermonet's own products read the second operand row by row and need it)
+_TRANSPOSE_SMALL = _BLAS_BACKEND in ("numpy", "own")
+#: transpose the first layer's weights too (thermonet's own products, float64 only)
+_TRANSPOSE_FIRST = _BLAS_BACKEND == "own"
 
 
 @kernel
@@ -129,9 +133,10 @@ def _act_width(widths):
 
 @kernel
 def _wt_size(widths):
-    """Room for a transposed copy of the largest weight matrix above the first layer."""
+    """Room for a transposed copy of the largest weight matrix that is transposed (above the
+    first layer; with :data:`_TRANSPOSE_FIRST` the first too)."""
     m = 0
-    for layer in range(1, widths.shape[0] - 1):
+    for layer in range(0 if _TRANSPOSE_FIRST else 1, widths.shape[0] - 1):
         m = max(m, widths[layer] * widths[layer + 1])
     return m
 
@@ -140,6 +145,31 @@ def _wt_size(widths):
 def n_blocks(n_data, block):
     """Number of blocks of at most ``block`` rows covering ``n_data`` rows (0 for no data)."""
     return (n_data + block - 1) // block
+
+
+@kernel
+def _transpose(w, wt):
+    """``wt[i, o] = w[o, i]``."""
+    for o in range(w.shape[0]):
+        for i in range(w.shape[1]):
+            wt[i, o] = w[o, i]
+
+
+def _first_layer(xb, w, work, t_off, z):
+    """``z = xb @ w.T``, resolved when a kernel is compiled: thermonet's own float64 products
+    take ``w`` transposed into the scratch ``work[t_off:]`` first."""
+
+
+@overload(_first_layer)
+def _first_layer_typed(xb, w, work, t_off, z):
+    if _TRANSPOSE_FIRST and xb.dtype == types.float64:
+        def own(xb, w, work, t_off, z):
+            n_out, n_in = w.shape
+            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
+            _transpose(w, wt)
+            gemm(False, False, xb, wt, z)
+        return own
+    return lambda xb, w, work, t_off, z: gemm(False, True, xb, w, z)
 
 
 @kernel
@@ -161,16 +191,14 @@ def forward(theta, widths, out_act, xb, work):
         b = theta[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
         z = work[a_off:a_off + rows * n_out].reshape((rows, n_out))
         if layer == 0:
-            gemm(False, True, xb, w, z)
+            _first_layer(xb, w, work, t_off, z)
         else:
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             if _TRANSPOSE_SMALL:
                 # OpenBLAS is slower on (rows x k) (k x m)^T than on a plain product for
                 # these small k, m: transpose the (small) weight matrix into scratch first.
                 wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-                for o in range(n_out):
-                    for i in range(n_in):
-                        wt[i, o] = w[o, i]
+                _transpose(w, wt)
                 gemm(False, False, a_prev, wt, z)
             else:
                 gemm(False, True, a_prev, w, z)

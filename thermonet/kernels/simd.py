@@ -70,6 +70,18 @@ def address(typingctx, arr):
 
 
 @intrinsic
+def pointer(typingctx, addr):
+    """The float64 pointer at the address ``addr`` (an integer, as a C caller passes it)."""
+    if not isinstance(addr, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], _F64.as_pointer())
+
+    return f64_ptr(addr), codegen
+
+
+@intrinsic
 def offset(typingctx, p, i):
     """``p + i`` (a pointer ``i`` elements on)."""
     if not (p == f64_ptr and isinstance(i, types.Integer)):

@@ -128,7 +128,7 @@ def require_same_backend(job: World) -> None:
     from thermonet.kernels import blas
 
     require_same(job, "BLAS backends", str(blas.BACKEND),
-                 "set THERMONET_BLAS=numpy (or mkl) in the environment of every rank")
+                 "set THERMONET_BLAS=numpy (or own, or mkl) in the environment of every rank")
 
 
 def is_collective(err: BaseException) -> bool:

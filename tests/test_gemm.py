@@ -1,0 +1,199 @@
+"""thermonet's own matrix products (thermonet/kernels/gemm.py) and their place among the backends.
+
+* every element of a product is the chain of fused multiply-adds over ``k`` that the module
+  documents: checked bit for bit against exact rational arithmetic (one rounding per term),
+  for every transposition, for shapes that exercise the full tiles, the row and column tails
+  and empty products, for ``product`` and ``product_acc``;
+* the same bits when compiled for AVX-512, AVX2 and plain x86-64 (three processes), for the
+  products and for M(3)'s energy and gradient through the ``own`` backend;
+* the ``own`` backend's M(3) energy and gradient agree with the ``numpy`` backend's to rounding;
+* the calibration times it (in a process of its own) and the choice rule keeps ``numpy`` on a
+  tie.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+import pytest
+
+from thermonet.kernels import calibration, gemm
+
+
+@numba.njit(cache=False)
+def _product(ta, tb, a, b, c):
+    gemm.product(ta, tb, a, b, c)
+
+
+@numba.njit(cache=False)
+def _product_acc(ta, tb, a, b, c, alpha):
+    gemm.product_acc(ta, tb, a, b, c, alpha)
+
+
+def _chain(row, col):
+    """``fma(row[k], col[k], .)`` over ``k`` from 0.0, each step rounded once (exactly: a
+    Fraction's float() is correctly rounded)."""
+    s = 0.0
+    for x, y in zip(row, col, strict=True):
+        s = float(Fraction(x) * Fraction(y) + Fraction(s))
+    return s
+
+
+def _same_bits(x, y):
+    return np.array_equal(np.asarray(x).view(np.int64), np.asarray(y).view(np.int64))
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,n,k", [(4, 40, 3), (9, 13, 5), (1, 8, 7), (6, 83, 2), (5, 3, 1),
+                                   (3, 8, 0), (0, 5, 2), (2, 0, 2)])
+def test_every_element_is_one_chain_of_fmas(ta, tb, m, n, k):
+    rng = np.random.default_rng(100 * m + 10 * n + k)
+    a = rng.normal(size=(k, m) if ta else (m, k))
+    b = rng.normal(size=(n, k) if tb else (k, n))
+    op_a = a.T if ta else a
+    op_b = b.T if tb else b
+    exact = np.array([[_chain(op_a[i], op_b[:, j]) for j in range(n)] for i in range(m)])
+    c = np.full((m, n), np.nan)
+    _product(ta, tb, a, b, c)
+    assert _same_bits(c, exact.reshape(m, n))
+    c0 = rng.normal(size=(m, n))
+    c = c0.copy()
+    _product_acc(ta, tb, a, b, c, -0.375)
+    assert _same_bits(c, c0 + -0.375 * exact.reshape(m, n))
+
+
+def test_products_of_the_mlp_shapes_match_numpy():
+    rng = np.random.default_rng(2)
+    for ta, tb, m, n, k in calibration.products("own"):
+        a = rng.normal(size=(k, m) if ta else (m, k))
+        b = rng.normal(size=(n, k) if tb else (k, n))
+        c = np.empty((m, n))
+        _product(ta, tb, a, b, c)
+        ref = (a.T if ta else a) @ (b.T if tb else b)
+        assert np.max(np.abs(c - ref)) <= 1e-13 * np.max(np.abs(ref)), (m, n, k)
+
+
+def test_non_finite_operands_propagate():
+    a = np.ones((5, 4))
+    b = np.ones((4, 9))
+    a[2, 1] = np.nan
+    b[3, 8] = np.inf
+    c = np.zeros((5, 9))
+    _product(False, False, a, b, c)
+    assert np.isnan(c[2]).all()
+    assert np.isinf(c[[0, 1, 3, 4], 8]).all()
+    assert np.isfinite(c[[0, 1, 3, 4], :8]).all()
+
+
+_CHILD = r"""
+import json
+import numpy as np
+from thermonet.kernels import calibration, gemm
+from thermonet.architectures.mlp import M3
+rng = np.random.default_rng(11)
+out = {"products": []}
+for ta, tb, m, n, k in calibration.products("own") + [(True, False, 7, 19, 5)]:
+    a = rng.normal(size=(k, m) if ta else (m, k))
+    b = rng.normal(size=(n, k) if tb else (k, n))
+    c = np.empty((m, n))
+    gemm.product(ta, tb, a, b, c)
+    out["products"].append([v.hex() for v in c.ravel()[::7]])
+x = rng.normal(size=(150, 256))
+y = rng.integers(0, 10, 150)
+pot = M3().potential(x=x, y=y)
+th = rng.uniform(-0.06, 0.06, pot.n_params)
+e, g = pot.energy_and_grad(th)
+out["energy"] = float(e).hex()
+out["grad"] = [float(v).hex() for v in np.asarray(g)]
+out["tile"] = [gemm.MR, gemm.NG]
+print(json.dumps(out))
+"""
+
+
+def _start_child(cpu_name: str | None, features: str | None) -> subprocess.Popen:
+    env = dict(os.environ, THERMONET_NUMBA_CACHE="0", THERMONET_BLAS="own")
+    for key, value in (("NUMBA_CPU_NAME", cpu_name), ("NUMBA_CPU_FEATURES", features)):
+        env.pop(key, None)
+        if value is not None:
+            env[key] = value
+    return subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-2000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
+    host = llvm.get_host_cpu_features()
+    if not (host.get("avx2") and host.get("fma")):
+        pytest.skip("this CPU cannot run code compiled for AVX2 with FMA")
+    children = [_start_child(None, None), _start_child("haswell", "-avx512f")]
+    native, avx2 = (_result(p) for p in children)
+    plain = _result(_start_child("generic", ""))
+    for key in ("products", "energy", "grad"):
+        assert native[key] == avx2[key] == plain[key], key
+    # the tiles differed where the vector registers did
+    assert avx2["tile"] == plain["tile"] == [4, 1]
+    assert native["tile"] == ([4, 5] if host.get("avx512f") else [4, 1])
+
+
+_PROBE = r"""
+import json
+import numpy as np
+from thermonet.kernels import blas
+from thermonet.architectures.mlp import M3
+rng = np.random.default_rng(3)
+x = rng.standard_normal((300, 256)); y = rng.integers(0, 10, 300)
+pot = M3().potential(x=x, y=y, block=128)
+th = rng.uniform(-0.06, 0.06, pot.n_params)
+e, g = pot.energy_and_grad(th)
+e2 = pot.energy(th)
+print(json.dumps({"backend": blas.BACKEND, "e": float(e), "e2": float(e2),
+                  "g": np.asarray(g).tolist()}))
+"""
+
+
+def _probe(blas: str) -> dict:
+    env = dict(os.environ, THERMONET_BLAS=blas)
+    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
+                         text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_own_and_numpy_backends_agree_to_round_off():
+    own, ref = _probe("own"), _probe("numpy")
+    assert (own["backend"], ref["backend"]) == ("own", "numpy")
+    assert own["e"] == own["e2"]                   # the energy-only kernel: the same bits
+    assert own["e"] == pytest.approx(ref["e"], rel=1e-12)
+    g, gr = np.array(own["g"]), np.array(ref["g"])
+    assert np.max(np.abs(g - gr)) <= 1e-11 * np.max(np.abs(gr))
+
+
+def test_the_calibration_times_the_own_products():
+    rate = calibration.measure_own(budget_s=0.05)
+    assert rate["rounds"] >= 5 and rate["us_per_block"] > 0
+    flop = calibration.flops(calibration.products("own"))
+    assert rate["gflops"] == pytest.approx(flop / rate["us_per_block"] / 1e3)
+    assert flop == calibration.flops(calibration.products("numpy"))
+
+
+@pytest.mark.parametrize("own, mkl, chosen", [(99.0, None, "numpy"), (97.0, None, "own"),
+                                              (97.0, 96.0, "mkl"), (150.0, 90.0, "mkl"),
+                                              (50.0, 90.0, "own")])
+def test_the_fastest_backend_wins_by_more_than_the_margin(own, mkl, chosen):
+    rates = {"numpy": {"us_per_block": 100.0}, "own": {"us_per_block": own}}
+    if mkl is not None:
+        rates["mkl"] = {"us_per_block": mkl}
+    assert calibration.choose(rates) == chosen

@@ -1,0 +1,291 @@
+"""thermonet's own float64 matrix products for the MLP kernels' narrow layers.
+
+The products of an MLP block are narrow: (128 x 256)(256 x 40), (128 x 40)(40 x 40),
+(40 x 128)(128 x 256), ... A BLAS library packs its operands into buffers for large matrices
+and runs its micro-kernel over them; at these sizes the packing and the call cost much of the
+time, and OpenBLAS 0.3.30 runs AVX2 code on AMD Zen 5, whose AVX-512 units then stay half idle
+(docs/performance.md, "thermonet's own products"). Here every product is register-blocked
+directly on the operands: a tile of ``MR`` rows of ``C`` by ``NG`` groups of eight columns is
+held in :data:`thermonet.kernels.simd.f64x8` registers, and for each ``k`` one load of each
+group of ``B``'s row ``k`` feeds ``MR`` fused multiply-adds. ``B`` is read row by row, so it
+must not be transposed; ``A`` may be (its element is broadcast to all lanes).
+
+Every element ``C[i, j]`` is the chain ``fma(A[i, k], B[k, j], .)`` over ``k = 0, 1, ...`` from
+0, one rounding per term, whatever the tile, the CPU or the vector width: the tile shape is
+chosen for the machine (:data:`MR`, :data:`NG`; AVX-512 has 32 vector registers, AVX2 16), and
+the results are the same bits on every machine (tests/test_gemm.py compiles for AVX-512, AVX2
+and plain x86-64 and compares). The last ``n mod 8`` columns go through a zero-padded copy of
+``B``'s columns, the last ``m mod MR`` rows through a tile with fewer rows: the same chain for
+each element.
+
+:func:`product` is ``c = op(a) @ op(b)`` and :func:`product_acc` is ``c += alpha * (op(a) @
+op(b))`` (the product rounded first, then ``c + alpha * p`` element by element, as the
+``np.dot`` backend does), for C-contiguous float64 operands. A transposed ``b`` (``tb``) is
+accepted and gives the same bits, but through scalar chains: the kernels transpose their
+weights into scratch instead (:mod:`thermonet.kernels.mlp`).
+
+The kernels do not call these functions directly: :func:`c_product_address` compiles the same
+code once as a C-callable function, and :mod:`thermonet.kernels.blas` registers it as a symbol
+the kernels call (Numba would otherwise link and optimise the products' code again inside every
+kernel that calls them: 11.5 s instead of 7 s for the first call of M(3)'s gradient).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from numba import types
+
+from thermonet.kernels import simd
+from thermonet.kernels.elementwise import fma
+from thermonet.kernels.jit import cfunction, kernel
+
+_W = simd.LANES
+
+
+def _wide_registers() -> bool:
+    """Whether the kernels are compiled for AVX-512 (32 vector registers of eight lanes):
+    ``NUMBA_CPU_FEATURES`` if set, else the host's features unless ``NUMBA_CPU_NAME`` names
+    another CPU. Only the speed depends on it."""
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is None:
+        if os.environ.get("NUMBA_CPU_NAME", "host") not in ("", "host"):
+            return False
+        try:
+            import llvmlite.binding as llb
+
+            return bool(llb.get_host_cpu_features().get("avx512f"))
+        except Exception:  # pragma: no cover - llvmlite always has the call
+            return False
+    return "+avx512f" in features.split(",")
+
+
+_WIDE = _wide_registers()
+#: rows of ``C`` per register tile
+MR = 4
+#: groups of eight columns per register tile: 4 x 5 accumulators fill 20 of AVX-512's 32
+#: registers; with AVX2 an eight-lane value takes two of 16, and 4 x 1 was the fastest of
+#: 4 x 1, 4 x 2 and 4 x 3 (docs/performance.md)
+NG = 5 if _WIDE else 1
+
+
+@kernel
+def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
+    """``C[0:MR, 0:8 NG]`` from ``A(i, kk) = ap[i sai + kk sak]`` and ``B[kk, :] = bp[kk ldb:]``;
+    stored, or with ``accumulate`` added as ``c + alpha p``."""
+    z = simd.splat(0.0)
+    c00 = z
+    c01 = z
+    c02 = z
+    c03 = z
+    c04 = z
+    c10 = z
+    c11 = z
+    c12 = z
+    c13 = z
+    c14 = z
+    c20 = z
+    c21 = z
+    c22 = z
+    c23 = z
+    c24 = z
+    c30 = z
+    c31 = z
+    c32 = z
+    c33 = z
+    c34 = z
+    for kk in range(k):
+        bo = kk * ldb
+        ao = kk * sak
+        a0 = simd.splat(ap[ao])
+        a1 = simd.splat(ap[ao + sai])
+        a2 = simd.splat(ap[ao + 2 * sai])
+        a3 = simd.splat(ap[ao + 3 * sai])
+        b = simd.load(bp, bo)
+        c00 = simd.fma(a0, b, c00)
+        c10 = simd.fma(a1, b, c10)
+        c20 = simd.fma(a2, b, c20)
+        c30 = simd.fma(a3, b, c30)
+        if NG > 1:
+            b = simd.load(bp, bo + 8)
+            c01 = simd.fma(a0, b, c01)
+            c11 = simd.fma(a1, b, c11)
+            c21 = simd.fma(a2, b, c21)
+            c31 = simd.fma(a3, b, c31)
+        if NG > 2:
+            b = simd.load(bp, bo + 16)
+            c02 = simd.fma(a0, b, c02)
+            c12 = simd.fma(a1, b, c12)
+            c22 = simd.fma(a2, b, c22)
+            c32 = simd.fma(a3, b, c32)
+        if NG > 3:
+            b = simd.load(bp, bo + 24)
+            c03 = simd.fma(a0, b, c03)
+            c13 = simd.fma(a1, b, c13)
+            c23 = simd.fma(a2, b, c23)
+            c33 = simd.fma(a3, b, c33)
+        if NG > 4:
+            b = simd.load(bp, bo + 32)
+            c04 = simd.fma(a0, b, c04)
+            c14 = simd.fma(a1, b, c14)
+            c24 = simd.fma(a2, b, c24)
+            c34 = simd.fma(a3, b, c34)
+    # offsets through pointers, not literal integers, which would compile a _put4 for each
+    _put4(cp, ldc, c00, c10, c20, c30, MR, alpha, accumulate)
+    if NG > 1:
+        _put4(simd.offset(cp, 8), ldc, c01, c11, c21, c31, MR, alpha, accumulate)
+    if NG > 2:
+        _put4(simd.offset(cp, 16), ldc, c02, c12, c22, c32, MR, alpha, accumulate)
+    if NG > 3:
+        _put4(simd.offset(cp, 24), ldc, c03, c13, c23, c33, MR, alpha, accumulate)
+    if NG > 4:
+        _put4(simd.offset(cp, 32), ldc, c04, c14, c24, c34, MR, alpha, accumulate)
+
+
+@kernel
+def _strip(mr, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
+    """``C[0:mr, 0:8]`` (``mr`` <= 4): the edges that :func:`_tile` does not cover."""
+    z = simd.splat(0.0)
+    c0 = z
+    c1 = z
+    c2 = z
+    c3 = z
+    for kk in range(k):
+        ao = kk * sak
+        b = simd.load(bp, kk * ldb)
+        c0 = simd.fma(simd.splat(ap[ao]), b, c0)
+        if mr > 1:
+            c1 = simd.fma(simd.splat(ap[ao + sai]), b, c1)
+        if mr > 2:
+            c2 = simd.fma(simd.splat(ap[ao + 2 * sai]), b, c2)
+        if mr > 3:
+            c3 = simd.fma(simd.splat(ap[ao + 3 * sai]), b, c3)
+    _put4(cp, ldc, c0, c1, c2, c3, mr, alpha, accumulate)
+
+
+@kernel
+def _put4(cp, ldc, v0, v1, v2, v3, mr, alpha, accumulate):
+    """Rows ``0 .. mr - 1`` of a column group at ``cp``, ``ldc`` apart."""
+    _put(cp, v0, alpha, accumulate)
+    if mr > 1:
+        _put(simd.offset(cp, ldc), v1, alpha, accumulate)
+    if mr > 2:
+        _put(simd.offset(cp, 2 * ldc), v2, alpha, accumulate)
+    if mr > 3:
+        _put(simd.offset(cp, 3 * ldc), v3, alpha, accumulate)
+
+
+@kernel
+def _put(p, v, alpha, accumulate):
+    """``p[0:8] = v``, or with ``accumulate`` ``p[0:8] + alpha v``."""
+    if accumulate:
+        simd.store(p, 0, simd.add(simd.load(p, 0), simd.mul(simd.splat(alpha), v)))
+    else:
+        simd.store(p, 0, v)
+
+
+@kernel
+def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
+    """``C[0:m, 0:8 ng]``: :data:`NG` groups and :data:`MR` rows at a time, the rest of the
+    rows and groups a strip at a time."""
+    m_full = m // MR * MR
+    for g0 in range(0, ng, NG):
+        if ng - g0 >= NG:
+            for i in range(0, m_full, MR):
+                _tile(k, simd.offset(ap, i * sai), sai, sak, simd.offset(bp, g0 * _W), ldb,
+                      simd.offset(cp, i * ldc + g0 * _W), ldc, alpha, accumulate)
+            rows = m_full
+            groups = NG
+        else:
+            rows = 0
+            groups = ng - g0
+        for g in range(g0, g0 + groups):
+            for i in range(rows, m, MR):
+                _strip(min(MR, m - i), k, simd.offset(ap, i * sai), sai, sak,
+                       simd.offset(bp, g * _W), ldb, simd.offset(cp, i * ldc + g * _W), ldc,
+                       alpha, accumulate)
+
+
+@kernel
+def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
+    """``C = op(A) @ op(B)`` (or ``C += alpha op(A) @ op(B)``) on row-major operands at
+    pointers with row strides ``lda``, ``ldb``, ``ldc`` (of ``a``, ``b``, ``c`` as stored)."""
+    sai = 1 if ta else lda
+    sak = lda if ta else 1
+    if m == 0 or n == 0:
+        return
+    if tb:
+        # op(a) @ b.T element by element, in the same chain as the tiles
+        for i in range(m):
+            for j in range(n):
+                s = 0.0
+                for kk in range(k):
+                    s = fma(ap[i * sai + kk * sak], bp[j * ldb + kk], s)
+                o = i * ldc + j
+                cp[o] = cp[o] + alpha * s if accumulate else s
+        return
+    n8 = n // _W * _W
+    if n8 > 0:
+        _panel(m, n8 // _W, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate)
+    if n8 == n:
+        return
+    # the last n mod 8 columns: B's columns zero-padded to eight, C's rows through a buffer
+    bt = np.zeros(max(k, 1) * _W)
+    for kk in range(k):
+        for j in range(n8, n):
+            bt[kk * _W + j - n8] = bp[kk * ldb + j]
+    ct = np.empty(MR * _W)
+    for i in range(0, m, MR):
+        mr = min(MR, m - i)
+        _strip(mr, k, simd.offset(ap, i * sai), sai, sak, simd.address(bt), _W,
+               simd.address(ct), _W, alpha, np.bool_(False))
+        for r in range(mr):
+            for j in range(n8, n):
+                t = ct[r * _W + j - n8]
+                o = (i + r) * ldc + j
+                cp[o] = cp[o] + alpha * t if accumulate else t
+
+
+@kernel
+def _products(ta, tb, a, b, c, alpha, accumulate):
+    _raw(ta, tb, c.shape[0], c.shape[1], a.shape[0] if ta else a.shape[1], simd.address(a),
+         a.shape[1], simd.address(b), b.shape[1], simd.address(c), c.shape[1], alpha,
+         accumulate)
+
+
+@kernel
+def product(ta, tb, a, b, c):
+    """``c = op(a) @ op(b)``, ``op(x) = x.T if t else x`` (C-contiguous float64 operands)."""
+    _products(ta, tb, a, b, c, 1.0, np.bool_(False))
+
+
+@kernel
+def product_acc(ta, tb, a, b, c, alpha):
+    """``c += alpha * (op(a) @ op(b))``, the product rounded first."""
+    _products(ta, tb, a, b, c, alpha, np.bool_(True))
+
+
+#: signature of the C-callable product (:func:`c_product_address`): ``(ta, tb, m, n, k,
+#: alpha, accumulate, a, lda, b, ldb, c, ldc)``, flags as int32, addresses as intp
+C_SIGNATURE = types.void(types.int32, types.int32, types.int64, types.int64, types.int64,
+                         types.float64, types.int32, types.intp, types.int64, types.intp,
+                         types.int64, types.intp, types.int64)
+
+
+def _c_product(ta, tb, m, n, k, alpha, accumulate, a, lda, b, ldb, c, ldc):
+    _raw(ta != 0, tb != 0, m, n, k, simd.pointer(a), lda, simd.pointer(b), ldb,
+         simd.pointer(c), ldc, alpha, accumulate != 0)
+
+
+_compiled: list = []
+
+
+def c_product_address() -> int:
+    """Address of :data:`C_SIGNATURE`'s function, compiled (or loaded from the cache) on the
+    first call. The kernels call the products through it (:mod:`thermonet.kernels.blas`), so
+    that their code is compiled and optimised once, not again inside every kernel that calls
+    it (Numba links a callee's code into each caller)."""
+    if not _compiled:
+        _compiled.append(cfunction(C_SIGNATURE)(_c_product))
+    return int(_compiled[0].address)
