@@ -144,10 +144,19 @@ def test_key_changes_with_cpu_and_library_versions(monkeypatch):
     assert key["numba"] == "0.0.1" and calibration.key_id(key) != base
     monkeypatch.undo()
     key = calibration.machine_key("MKL 1")
-    for field in ("cpu_model", "cpu_name", "avx2", "avx512f", "n_cpus", "scipy"):
+    for field in ("cpu_model", "cpu_name", "avx2", "avx512f", "compiled_avx512", "n_cpus",
+                  "scipy"):
         assert field in key
         other = {**key, field: "another"}
         assert calibration.key_id(other) != base
+    # kernels held to AVX2 on an AVX-512 CPU are measured apart from the native ones
+    monkeypatch.setenv("NUMBA_CPU_NAME", "haswell")
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "-avx512f")
+    held = calibration.machine_key("MKL 1")
+    assert held["compiled_avx512"] is False
+    assert (calibration.key_id(held) != base) == bool(key["compiled_avx512"])
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+avx512f,-prefer-256-bit")
+    assert calibration.machine_key("MKL 1")["compiled_avx512"] is True
 
 
 def test_version_change_measures_again_and_keeps_both(cache):

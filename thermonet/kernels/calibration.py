@@ -246,7 +246,9 @@ def _version(dist: str) -> str:
 
 
 def machine_key(mkl_version: str = "") -> dict[str, Any]:
-    """What the measurement depends on: CPU, CPU count and library versions."""
+    """What the measurement depends on: CPU, whether the kernels are compiled for its AVX-512
+    (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` can hold them to AVX2), CPU count and library
+    versions."""
     try:
         import llvmlite.binding as llb
 
@@ -259,7 +261,10 @@ def machine_key(mkl_version: str = "") -> dict[str, Any]:
         n_cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n_cpus = os.cpu_count() or 1
+    from thermonet.kernels.environment import compiled_for_avx512
+
     return {"schema": SCHEMA, "cpu_model": _cpu_model(), "cpu_name": cpu_name, **flags,
+            "compiled_avx512": compiled_for_avx512(),
             "n_cpus": n_cpus, "python": platform.python_version(), "numpy": np.__version__,
             "scipy": _version("scipy"), "numba": _version("numba"),
             "mkl": mkl_version or _version("mkl"), "thermonet": _version("thermonet")}

@@ -50,6 +50,23 @@ def _prefer_512_bit_vectors() -> None:
         os.environ["NUMBA_CPU_FEATURES"] = features.flatten() + ",-prefer-256-bit"
 
 
+def compiled_for_avx512() -> bool:
+    """Whether Numba compiles this process's kernels with AVX-512: ``NUMBA_CPU_FEATURES`` if
+    set, else the host's features unless ``NUMBA_CPU_NAME`` names another CPU. Only speed
+    depends on it (the tile of :mod:`thermonet.kernels.gemm`, the calibration's cache key)."""
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is not None:
+        return "+avx512f" in features.split(",")
+    if os.environ.get("NUMBA_CPU_NAME", "host") not in ("", "host"):
+        return False
+    try:
+        import llvmlite.binding as llb
+
+        return bool(llb.get_host_cpu_features().get("avx512f"))
+    except Exception:  # pragma: no cover - llvmlite always has the call
+        return False
+
+
 def _quiet_openmp_spinning() -> None:
     if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT_DEFAULT

@@ -32,36 +32,18 @@ kernel that calls them: 11.5 s instead of 7 s for the first call of M(3)'s gradi
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import types
 
 from thermonet.kernels import simd
 from thermonet.kernels.elementwise import fma
+from thermonet.kernels.environment import compiled_for_avx512
 from thermonet.kernels.jit import cfunction, kernel
 
 _W = simd.LANES
 
 
-def _wide_registers() -> bool:
-    """Whether the kernels are compiled for AVX-512 (32 vector registers of eight lanes):
-    ``NUMBA_CPU_FEATURES`` if set, else the host's features unless ``NUMBA_CPU_NAME`` names
-    another CPU. Only the speed depends on it."""
-    features = os.environ.get("NUMBA_CPU_FEATURES")
-    if features is None:
-        if os.environ.get("NUMBA_CPU_NAME", "host") not in ("", "host"):
-            return False
-        try:
-            import llvmlite.binding as llb
-
-            return bool(llb.get_host_cpu_features().get("avx512f"))
-        except Exception:  # pragma: no cover - llvmlite always has the call
-            return False
-    return "+avx512f" in features.split(",")
-
-
-_WIDE = _wide_registers()
+_WIDE = compiled_for_avx512()
 #: rows of ``C`` per register tile
 MR = 4
 #: groups of eight columns per register tile: 4 x 5 accumulators fill 20 of AVX-512's 32
