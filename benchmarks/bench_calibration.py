@@ -6,16 +6,16 @@ Usage::
     python benchmarks/bench_calibration.py                 # N = 500, 5000; 1 and 2 threads
     python benchmarks/bench_calibration.py --quick         # N = 500 only, 3 rounds
 
-1. The calibration itself (``thermonet.kernels.calibration.measure``, what a first run does),
-   repeated ``--repeats`` times in this process: the time of one 128-row block of the M(3)
-   products for each backend, the ratio and the choice.
+1. The calibration itself (``thermonet.kernels.calibration.measure`` and ``measure_own``, what
+   a first run does), repeated ``--repeats`` times: the time of one 128-row block of the M(3)
+   products for each backend (``numpy``, ``own`` and, if installed, ``mkl``) and the choice.
 2. The full M(3) float64 energy+gradient (``bench_mlp.py``'s thermonet worker) with each
    backend forced by ``THERMONET_BLAS``, in interleaved rounds, best round; 1-thread workers
    pinned to one CPU, as in ``bench_mlp.py``.
 3. For every (N, threads): which backend the full measurement finds faster, the ratio, and
    whether the calibration chose it.
 
-Without MKL there is nothing to choose and the script says so.
+Without MKL the choice is between ``numpy`` and ``own``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def calibration_table(repeats: int) -> list[dict]:
     for _ in range(repeats):
         t0 = time.perf_counter()
         rates = calibration.measure(dgemms)
+        rates["own"] = calibration.measure_own()
         out.append({"rates": rates, "choice": calibration.choose(rates),
                     "seconds": time.perf_counter() - t0})
     return out
@@ -70,25 +71,21 @@ def main(argv=None) -> int:
     print("versions: " + ", ".join(f"{k} {v}" for k, v in ver.items()
                                    if v is not None and k != "llvm_cpu"))
     lib, why = backend.load_mkl()
-    if lib is None:
-        print(f"only np.dot can run here ({why}): nothing to choose")
-        return 0
-    print(f"MKL     : {backend.mkl_version(lib)}")
+    print(f"MKL     : {backend.mkl_version(lib)}" if lib is not None else f"MKL     : {why}")
+    names = ["numpy", "own"] + (["mkl"] if lib is not None else [])
     print()
 
     cal = calibration_table(args.repeats)
-    print("1. calibration (one 128-row block of M(3) products, 1 thread, fastest round)")
-    print(f"{'run':>4} {'numpy us':>9} {'mkl us':>8} {'numpy/mkl rate':>15} {'choice':>7} "
-          f"{'seconds':>8}")
+    print("1. calibration (one 128-row block of M(3) products, 1 thread, fastest round), us")
+    print(f"{'run':>4} " + " ".join(f"{n:>8}" for n in names) + f" {'choice':>7} {'seconds':>8}")
     for i, c in enumerate(cal):
         r = c["rates"]
-        print(f"{i + 1:>4} {r['numpy']['us_per_block']:>9.1f} {r['mkl']['us_per_block']:>8.1f} "
-              f"{r['mkl']['us_per_block'] / r['numpy']['us_per_block']:>15.3f} "
-              f"{c['choice']:>7} {c['seconds']:>8.2f}")
+        print(f"{i + 1:>4} " + " ".join(f"{r[n]['us_per_block']:>8.1f}" for n in names)
+              + f" {c['choice']:>7} {c['seconds']:>8.2f}")
     print(flush=True)
 
     ns = argparse.Namespace(sizes=args.sizes, pin=args.pin)
-    specs = [(b, t) for t in (1, 2) for b in ("numpy", "mkl")]
+    specs = [(b, t) for t in (1, 2) for b in names]
     workers = {}
     for b, t in specs:
         w = Worker(f"{b}/{t}", "thermonet", ns, t, ["--dtype", "float64"],
@@ -113,27 +110,23 @@ def main(argv=None) -> int:
 
     print("\n2. full M(3) float64 energy+gradient, evals/s (best round; other = cores used by "
           "other processes)")
-    print(f"{'N':>5} {'thr':>3} {'numpy':>9} {'mkl':>9} {'numpy/mkl':>10} {'faster':>7} "
-          f"{'calibration':>12} {'same':>5} {'other':>6}")
+    print(f"{'N':>5} {'thr':>3} " + " ".join(f"{n:>9}" for n in names)
+          + f" {'faster':>7} {'calibration':>12} {'same':>5} {'other':>6}")
     cal_choice = cal[-1]["choice"]
-    cal_ratio = (cal[-1]["rates"]["mkl"]["us_per_block"]
-                 / cal[-1]["rates"]["numpy"]["us_per_block"])
     agree = True
     for n in args.sizes:
         for t in (1, 2):
-            a, b = best.get(("numpy", t, n)), best.get(("mkl", t, n))
-            if not a or not b:
+            rows = {b: best.get((b, t, n)) for b in names}
+            if not all(rows.values()):
                 continue
-            faster = "numpy" if a["rate"] > b["rate"] else "mkl"
+            faster = max(names, key=lambda b: rows[b]["rate"])
             same = faster == cal_choice
             agree &= same
-            other = max(a.get("other") or 0.0, b.get("other") or 0.0)
-            print(f"{n:>5} {t:>3} {a['rate']:>9.1f} {b['rate']:>9.1f} "
-                  f"{a['rate'] / b['rate']:>10.3f} {faster:>7} {cal_choice:>12} "
-                  f"{'yes' if same else 'NO':>5} {other:>6.2f}")
-    print(f"\ncalibration ratio numpy/mkl (block products, last run): {cal_ratio:.3f}; "
-          f"the calibration's choice {'matches' if agree else 'DOES NOT match'} the full "
-          "benchmark's winner in every configuration above")
+            other = max(rows[b].get("other") or 0.0 for b in names)
+            print(f"{n:>5} {t:>3} " + " ".join(f"{rows[b]['rate']:>9.1f}" for b in names)
+                  + f" {faster:>7} {cal_choice:>12} {'yes' if same else 'NO':>5} {other:>6.2f}")
+    print(f"\nthe calibration's choice ({cal_choice}) {'matches' if agree else 'DOES NOT match'} "
+          "the full benchmark's winner in every configuration above")
     return 0
 
 
