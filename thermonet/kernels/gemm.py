@@ -15,8 +15,8 @@ Every element ``C[i, j]`` is the chain ``fma(A[i, k], B[k, j], .)`` over ``k = 0
 chosen for the machine (:data:`MR`, :data:`NG`; AVX-512 has 32 vector registers, AVX2 16), and
 the results are the same bits on every machine (tests/test_gemm.py compiles for AVX-512, AVX2
 and plain x86-64 and compares). The last ``n mod 8`` columns go through a zero-padded copy of
-``B``'s columns, the last ``m mod MR`` rows through a tile with fewer rows: the same chain for
-each element.
+``B``'s columns, the last ``m mod MR`` rows through strips of at most four rows: the same chain
+for each element.
 
 :func:`product` is ``c = op(a) @ op(b)`` and :func:`product_acc` is ``c += alpha * (op(a) @
 op(b))`` (the product rounded first, then ``c + alpha * p`` element by element, as the
@@ -45,11 +45,13 @@ _W = simd.LANES
 
 _WIDE = compiled_for_avx512()
 #: rows of ``C`` per register tile
-MR = 4
+MR = 4 if _WIDE else 6
 #: groups of eight columns per register tile: 4 x 5 accumulators fill 20 of AVX-512's 32
-#: registers; with AVX2 an eight-lane value takes two of 16, and 4 x 1 was the fastest of
-#: 4 x 1, 4 x 2 and 4 x 3 (docs/performance.md)
+#: registers; with AVX2 an eight-lane value takes two of 16, and 6 x 1 was the fastest of
+#: 4 x 1, 6 x 1, 8 x 1, 4 x 2 and 4 x 3 (docs/performance.md)
 NG = 5 if _WIDE else 1
+#: rows of the strips that cover the edges of the tiles
+_STRIP = 4
 
 
 @kernel
@@ -77,6 +79,8 @@ def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
     c32 = z
     c33 = z
     c34 = z
+    c40 = z
+    c50 = z
     for kk in range(k):
         bo = kk * ldb
         ao = kk * sak
@@ -89,6 +93,9 @@ def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
         c10 = simd.fma(a1, b, c10)
         c20 = simd.fma(a2, b, c20)
         c30 = simd.fma(a3, b, c30)
+        if MR > 4:   # the 6 x 1 tile of AVX2 (NG = 1 there)
+            c40 = simd.fma(simd.splat(ap[ao + 4 * sai]), b, c40)
+            c50 = simd.fma(simd.splat(ap[ao + 5 * sai]), b, c50)
         if NG > 1:
             b = simd.load(bp, bo + 8)
             c01 = simd.fma(a0, b, c01)
@@ -114,15 +121,18 @@ def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
             c24 = simd.fma(a2, b, c24)
             c34 = simd.fma(a3, b, c34)
     # offsets through pointers, not literal integers, which would compile a _put4 for each
-    _put4(cp, ldc, c00, c10, c20, c30, MR, alpha, accumulate)
+    _put4(cp, ldc, c00, c10, c20, c30, _STRIP, alpha, accumulate)
+    if MR > 4:
+        _put(simd.offset(cp, 4 * ldc), c40, alpha, accumulate)
+        _put(simd.offset(cp, 5 * ldc), c50, alpha, accumulate)
     if NG > 1:
-        _put4(simd.offset(cp, 8), ldc, c01, c11, c21, c31, MR, alpha, accumulate)
+        _put4(simd.offset(cp, 8), ldc, c01, c11, c21, c31, _STRIP, alpha, accumulate)
     if NG > 2:
-        _put4(simd.offset(cp, 16), ldc, c02, c12, c22, c32, MR, alpha, accumulate)
+        _put4(simd.offset(cp, 16), ldc, c02, c12, c22, c32, _STRIP, alpha, accumulate)
     if NG > 3:
-        _put4(simd.offset(cp, 24), ldc, c03, c13, c23, c33, MR, alpha, accumulate)
+        _put4(simd.offset(cp, 24), ldc, c03, c13, c23, c33, _STRIP, alpha, accumulate)
     if NG > 4:
-        _put4(simd.offset(cp, 32), ldc, c04, c14, c24, c34, MR, alpha, accumulate)
+        _put4(simd.offset(cp, 32), ldc, c04, c14, c24, c34, _STRIP, alpha, accumulate)
 
 
 @kernel
@@ -170,7 +180,7 @@ def _put(p, v, alpha, accumulate):
 @kernel
 def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
     """``C[0:m, 0:8 ng]``: :data:`NG` groups and :data:`MR` rows at a time, the rest of the
-    rows and groups a strip at a time."""
+    rows and groups a strip (up to four rows, one group) at a time."""
     m_full = m // MR * MR
     for g0 in range(0, ng, NG):
         if ng - g0 >= NG:
@@ -183,8 +193,8 @@ def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
             rows = 0
             groups = ng - g0
         for g in range(g0, g0 + groups):
-            for i in range(rows, m, MR):
-                _strip(min(MR, m - i), k, simd.offset(ap, i * sai), sai, sak,
+            for i in range(rows, m, _STRIP):
+                _strip(min(_STRIP, m - i), k, simd.offset(ap, i * sai), sai, sak,
                        simd.offset(bp, g * _W), ldb, simd.offset(cp, i * ldc + g * _W), ldc,
                        alpha, accumulate)
 
@@ -217,9 +227,9 @@ def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
     for kk in range(k):
         for j in range(n8, n):
             bt[kk * _W + j - n8] = bp[kk * ldb + j]
-    ct = np.empty(MR * _W)
-    for i in range(0, m, MR):
-        mr = min(MR, m - i)
+    ct = np.empty(_STRIP * _W)
+    for i in range(0, m, _STRIP):
+        mr = min(_STRIP, m - i)
         _strip(mr, k, simd.offset(ap, i * sai), sai, sak, simd.address(bt), _W,
                simd.address(ct), _W, alpha, np.bool_(False))
         for r in range(mr):
