@@ -197,3 +197,45 @@ def test_the_fastest_backend_wins_by_more_than_the_margin(own, mkl, chosen):
     if mkl is not None:
         rates["mkl"] = {"us_per_block": mkl}
     assert calibration.choose(rates) == chosen
+
+
+def test_a_failing_own_timing_warns_and_the_others_are_chosen(tmp_path, monkeypatch):
+    """The child process that times the own products fails (e.g. cannot import thermonet):
+    one warning that says so, and the choice among the libraries that were measured."""
+    monkeypatch.setenv("THERMONET_CACHE_DIR", str(tmp_path))
+
+    def measured(dgemms, budget_s=calibration.BUDGET_S):
+        return {name: {"us_per_block": 100.0 if name == "numpy" else 150.0, "gflops": 1.0,
+                       "rounds": 5} for name in dgemms}
+
+    def failing_child(*args, **kwargs):
+        return subprocess.CompletedProcess(args, 1, "", "ModuleNotFoundError: no thermonet\n")
+
+    monkeypatch.setattr(calibration, "measure", measured)
+    monkeypatch.setattr(calibration.subprocess, "run", failing_child)
+    with pytest.warns(RuntimeWarning, match="timing thermonet's own products failed: "
+                                            "ModuleNotFoundError: no thermonet"):
+        record = calibration.calibrate(("numpy", "mkl", "own"),
+                                       lambda: dict.fromkeys(("numpy", "mkl")))
+    assert record["backend"] == "numpy" and set(record["rates"]) == {"numpy", "mkl"}
+    # the record without "own" is a valid cache entry for the same candidates
+    again = calibration.calibrate(("numpy", "mkl", "own"), lambda: {})
+    assert again["how"] == "cached" and again["backend"] == "numpy"
+
+
+@pytest.mark.parametrize("env, wide", [
+    ({"NUMBA_CPU_FEATURES": "+avx2,+fma,+avx512f,-prefer-256-bit"}, True),
+    ({"NUMBA_CPU_FEATURES": "+avx2,+fma,-avx512f"}, False),
+    ({"NUMBA_CPU_NAME": "haswell"}, False),
+    ({"NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": ""}, False),
+    ({}, None),                                       # the host's own features
+])
+def test_the_tile_follows_the_compile_target(monkeypatch, env, wide):
+    from thermonet.kernels.environment import compiled_for_avx512
+
+    for key in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    expected = bool(llvm.get_host_cpu_features().get("avx512f")) if wide is None else wide
+    assert compiled_for_avx512() is expected

@@ -335,7 +335,8 @@ def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
         try:
             rates["own"] = measure_own()
         except (OSError, RuntimeError, ValueError, KeyError, subprocess.SubprocessError) as err:
-            warnings.warn(f"{err}; choosing among the other backends", RuntimeWarning,
+            warnings.warn(f"{err}; choosing among the other backends (the choice is cached: "
+                          "`thermonet calibrate --force` measures again)", RuntimeWarning,
                           stacklevel=2)
     record = {"backend": choose(rates), "key": key, "rates": rates,
               "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
