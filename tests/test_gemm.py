@@ -1,11 +1,12 @@
 """thermonet's own matrix products (thermonet/kernels/gemm.py) and their place among the backends.
 
 * every element of a product is the chain of fused multiply-adds over ``k`` that the module
-  documents: checked bit for bit against exact rational arithmetic (one rounding per term),
+  documents: checked bit for bit against exact rational arithmetic (one rounding per term, in
+  float64 and in float32),
   for every transposition, for shapes that exercise the full tiles, the row and column tails
   and empty products, for ``product`` and ``product_acc``;
 * the same bits when compiled for AVX-512, AVX2 and plain x86-64 (three processes), for the
-  products and for M(3)'s energy and gradient through the ``own`` backend;
+  products and for M(3)'s energy and gradient (float64 and float32) through the ``own`` backend;
 * the ``own`` backend's M(3) energy and gradient agree with the ``numpy`` backend's to rounding;
 * the calibration times it (in a process of its own) and the choice rule keeps ``numpy`` on a
   tie.
@@ -47,7 +48,28 @@ def _chain(row, col):
 
 
 def _same_bits(x, y):
-    return np.array_equal(np.asarray(x).view(np.int64), np.asarray(y).view(np.int64))
+    x, y = np.asarray(x), np.asarray(y)
+    view = np.int32 if x.dtype == np.float32 else np.int64
+    return x.dtype == y.dtype and np.array_equal(x.view(view), y.view(view))
+
+
+def _round32(x: Fraction) -> np.float32:
+    """``x`` rounded to the nearest float32 (ties to even), exactly."""
+    f = np.float32(float(x))
+    best = None
+    for c in (np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))):
+        d = abs(Fraction(float(c)) - x)
+        if best is None or d < best[0] or (d == best[0] and int(c.view(np.int32)) % 2 == 0):
+            best = (d, c)
+    return np.float32(best[1])
+
+
+def _chain32(row, col):
+    """:func:`_chain` in float32: each step rounded once to float32."""
+    s = np.float32(0.0)
+    for x, y in zip(row, col, strict=True):
+        s = _round32(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(s)))
+    return s
 
 
 @pytest.mark.parametrize("ta", [False, True])
@@ -68,6 +90,26 @@ def test_every_element_is_one_chain_of_fmas(ta, tb, m, n, k):
     c = c0.copy()
     _product_acc(ta, tb, a, b, c, -0.375)
     assert _same_bits(c, c0 + -0.375 * exact.reshape(m, n))
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,n,k", [(4, 40, 3), (9, 37, 5), (1, 16, 2), (7, 3, 4), (2, 0, 1)])
+def test_every_float32_element_is_one_chain_of_float32_fmas(ta, tb, m, n, k):
+    rng = np.random.default_rng(1000 + 100 * m + 10 * n + k)
+    a = rng.normal(size=(k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.normal(size=(n, k) if tb else (k, n)).astype(np.float32)
+    op_a = a.T if ta else a
+    op_b = b.T if tb else b
+    exact = np.array([[_chain32(op_a[i], op_b[:, j]) for j in range(n)] for i in range(m)],
+                     dtype=np.float32).reshape(m, n)
+    c = np.full((m, n), np.nan, np.float32)
+    _product(ta, tb, a, b, c)
+    assert _same_bits(c, exact)
+    c0 = rng.normal(size=(m, n)).astype(np.float32)
+    c = c0.copy()
+    _product_acc(ta, tb, a, b, c, np.float32(-0.375))
+    assert _same_bits(c, c0 + np.float32(-0.375) * exact)
 
 
 def test_products_of_the_mlp_shapes_match_numpy():
@@ -113,6 +155,9 @@ th = rng.uniform(-0.06, 0.06, pot.n_params)
 e, g = pot.energy_and_grad(th)
 out["energy"] = float(e).hex()
 out["grad"] = [float(v).hex() for v in np.asarray(g)]
+pot32 = M3().potential(x=x, y=y, dtype=np.float32)
+e32, g32 = pot32.energy_and_grad(th.astype(np.float32))
+out["grad32"] = [float(v).hex() for v in np.asarray(g32)] + [float(e32).hex()]
 out["tile"] = [gemm.MR, gemm.NG]
 print(json.dumps(out))
 """
@@ -141,7 +186,7 @@ def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
     children = [_start_child(None, None), _start_child("haswell", "-avx512f")]
     native, avx2 = (_result(p) for p in children)
     plain = _result(_start_child("generic", ""))
-    for key in ("products", "energy", "grad"):
+    for key in ("products", "energy", "grad", "grad32"):
         assert native[key] == avx2[key] == plain[key], key
     # the tiles differed where the vector registers did
     assert avx2["tile"] == plain["tile"] == [6, 1]

@@ -33,8 +33,8 @@ OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.L
 HIDDEN_ACTIVATIONS = {"logistic": 0, "tanh": k.HIDDEN_TANH}
 
 # With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
-# thermonet's own parallelism (docs/performance.md); thermonet's own products leave float32
-# products to np.dot, so the same holds for them. MKL runs in its sequential layer
+# thermonet's own parallelism (docs/performance.md); with thermonet's own products a strided
+# operand still falls back to np.dot, so the same cap applies. MKL runs in its sequential layer
 # (thermonet/kernels/blas.py), so no cap is needed and the context is skipped.
 _blas_cap = kt.blas_single if blas.BACKEND in ("numpy", "own") else contextlib.nullcontext
 _PAR_BLAS_THREADS = 1 if blas.BACKEND in ("numpy", "own") else None

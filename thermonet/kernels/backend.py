@@ -25,8 +25,9 @@ from typing import Any
 #: LLVM symbol names of the MKL products (registered when MKL is used)
 SYM_D = "thermonet_blas_dgemm"
 SYM_S = "thermonet_blas_sgemm"
-#: LLVM symbol name of thermonet's own product (registered when that backend is used)
+#: LLVM symbol names of thermonet's own products (registered when that backend is used)
 SYM_OWN = "thermonet_own_dgemm"
+SYM_OWN32 = "thermonet_own_sgemm"
 
 #: values of ``THERMONET_BLAS`` (``openblas`` is accepted for ``numpy``)
 CHOICES = ("auto", "mkl", "numpy", "own")

@@ -14,8 +14,7 @@ faster than both (docs/performance.md); the products are most of a gradient's co
 * ``THERMONET_BLAS=mkl``: use MKL; importing the kernels fails with a one-line message if it
   cannot be loaded.
 * ``THERMONET_BLAS=numpy`` (or ``openblas``): always ``np.dot`` (SciPy's OpenBLAS under Numba).
-* ``THERMONET_BLAS=own``: thermonet's own products for float64 (float32 products still go to
-  ``np.dot``).
+* ``THERMONET_BLAS=own``: thermonet's own products (float64 and float32).
 
 MKL is used in its *sequential* threading layer (every call on the calling thread: the parallel
 kernels split the data blocks over Numba's threads themselves) and in strict conditional
@@ -42,7 +41,16 @@ from numba import types
 from numba.extending import overload
 
 from thermonet.kernels import gemm as own
-from thermonet.kernels.backend import BACKEND, LIBRARY, REASON, SYM_D, SYM_OWN, SYM_S, info
+from thermonet.kernels.backend import (
+    BACKEND,
+    LIBRARY,
+    REASON,
+    SYM_D,
+    SYM_OWN,
+    SYM_OWN32,
+    SYM_S,
+    info,
+)
 from thermonet.kernels.jit import kernel
 
 __all__ = ["BACKEND", "LIBRARY", "REASON", "gemm", "gemm_acc", "info"]
@@ -181,10 +189,12 @@ def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
 
 
 _own_dgemm = types.ExternalFunction(SYM_OWN, own.C_SIGNATURE)
+_own_sgemm = types.ExternalFunction(SYM_OWN32, own.C_SIGNATURE32)
 if BACKEND == "own":
     import llvmlite.binding as _llb
 
-    _llb.add_symbol(SYM_OWN, own.c_product_address())
+    _llb.add_symbol(SYM_OWN, own.c_product_address("float64"))
+    _llb.add_symbol(SYM_OWN32, own.c_product_address("float32"))
 
 
 @kernel
@@ -195,17 +205,35 @@ def _own_call(ta, tb, a, b, c, alpha, accumulate):
                b.strides[0] // 8, c.ctypes.data, c.strides[0] // 8)
 
 
+@kernel
+def _own_call32(ta, tb, a, b, c, alpha, accumulate):
+    m, n = c.shape
+    _own_sgemm(np.int32(ta), np.int32(tb), m, n, a.shape[0] if ta else a.shape[1],
+               np.float32(alpha), np.int32(accumulate), a.ctypes.data, a.strides[0] // 4,
+               b.ctypes.data, b.strides[0] // 4, c.ctypes.data, c.strides[0] // 4)
+
+
 def _own_by_type(ta, tb, a, b, c):
-    """Resolved when a kernel is compiled: C-contiguous float64 operands go to thermonet's own
-    products (:mod:`thermonet.kernels.gemm`, through the symbol registered above), anything
-    else to ``np.dot``."""
+    """Resolved when a kernel is compiled: C-contiguous float64 or float32 operands go to
+    thermonet's own products (:mod:`thermonet.kernels.gemm`, through the symbols registered
+    above), anything else to ``np.dot``."""
+
+
+def _own_kind(a, b, c):
+    for dt in (types.float64, types.float32):
+        if all(getattr(x, "layout", "") == "C" and getattr(x, "dtype", None) == dt
+               for x in (a, b, c)):
+            return dt
+    return None
 
 
 @overload(_own_by_type)
 def _own_by_type_typed(ta, tb, a, b, c):
-    if all(getattr(x, "layout", "") == "C" and getattr(x, "dtype", None) == types.float64
-           for x in (a, b, c)):
+    kind = _own_kind(a, b, c)
+    if kind == types.float64:
         return lambda ta, tb, a, b, c: _own_call(ta, tb, a, b, c, 1.0, 0)
+    if kind == types.float32:
+        return lambda ta, tb, a, b, c: _own_call32(ta, tb, a, b, c, 1.0, 0)
     return lambda ta, tb, a, b, c: _gemm_numpy(ta, tb, a, b, c)
 
 
@@ -215,13 +243,12 @@ def _gemm_own(ta, tb, a, b, c):
 
 
 def _own_acc_by_type(ta, tb, a, b, c, alpha):
-    """As :func:`_own_by_type`, for :func:`gemm_acc`."""
+    """As :func:`_own_by_type`, for :func:`gemm_acc` (float64 only, as with MKL)."""
 
 
 @overload(_own_acc_by_type)
 def _own_acc_by_type_typed(ta, tb, a, b, c, alpha):
-    if all(getattr(x, "layout", "") == "C" and getattr(x, "dtype", None) == types.float64
-           for x in (a, b, c)):
+    if _own_kind(a, b, c) == types.float64:
         return lambda ta, tb, a, b, c, alpha: _own_call(ta, tb, a, b, c, alpha, 1)
     return lambda ta, tb, a, b, c, alpha: _gemm_acc_numpy(ta, tb, a, b, c, alpha)
 

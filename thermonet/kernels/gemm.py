@@ -1,4 +1,4 @@
-"""thermonet's own float64 matrix products for the MLP kernels' narrow layers.
+"""thermonet's own matrix products (float64 and float32) for the MLP kernels' narrow layers.
 
 The products of an MLP block are narrow: (128 x 256)(256 x 40), (128 x 40)(40 x 40),
 (40 x 128)(128 x 256), ... A BLAS library packs its operands into buffers for large matrices
@@ -6,23 +6,25 @@ and runs its micro-kernel over them; at these sizes the packing and the call cos
 time, and OpenBLAS 0.3.30 runs AVX2 code on AMD Zen 5, whose AVX-512 units then stay half idle
 (docs/performance.md, "thermonet's own products"). Here every product is register-blocked
 directly on the operands: a tile of ``MR`` rows of ``C`` by ``NG`` groups of eight columns is
-held in :data:`thermonet.kernels.simd.f64x8` registers, and for each ``k`` one load of each
+held in :data:`thermonet.kernels.simd.f64x8` registers (sixteen columns per group of
+:data:`thermonet.kernels.simd.f32x16` for float32), and for each ``k`` one load of each
 group of ``B``'s row ``k`` feeds ``MR`` fused multiply-adds. ``B`` is read row by row, so it
 must not be transposed; ``A`` may be (its element is broadcast to all lanes).
 
 Every element ``C[i, j]`` is the chain ``fma(A[i, k], B[k, j], .)`` over ``k = 0, 1, ...`` from
-0, one rounding per term, whatever the tile, the CPU or the vector width: the tile shape is
+0, one rounding per term (in the operands' precision), whatever the tile, the CPU or the vector
+width: the tile shape is
 chosen for the machine (:data:`MR`, :data:`NG`; AVX-512 has 32 vector registers, AVX2 16), and
 the results are the same bits on every machine (tests/test_gemm.py compiles for AVX-512, AVX2
-and plain x86-64 and compares). The last ``n mod 8`` columns go through a zero-padded copy of
-``B``'s columns, the last ``m mod MR`` rows through strips of at most four rows: the same chain
+and plain x86-64 and compares). The last ``n mod lanes`` columns go through a zero-padded copy
+of ``B``'s columns, the last ``m mod MR`` rows through strips of at most four rows: the same chain
 for each element.
 
 :func:`product` is ``c = op(a) @ op(b)`` and :func:`product_acc` is ``c += alpha * (op(a) @
 op(b))`` (the product rounded first, then ``c + alpha * p`` element by element, as the
-``np.dot`` backend does), for C-contiguous float64 operands. A transposed ``b`` (``tb``) is
-accepted and gives the same bits, but through scalar chains: the kernels transpose their
-weights into scratch instead (:mod:`thermonet.kernels.mlp`).
+``np.dot`` backend does), for C-contiguous operands, all float64 or all float32. A transposed
+``b`` (``tb``) is accepted and gives the same bits, but through scalar chains: the kernels
+transpose their weights into scratch instead (:mod:`thermonet.kernels.mlp`).
 
 The kernels do not call these functions directly: :func:`c_product_address` compiles the same
 code once as a C-callable function, and :mod:`thermonet.kernels.blas` registers it as a symbol
@@ -34,14 +36,12 @@ from __future__ import annotations
 
 import numpy as np
 from numba import types
+from numba.extending import overload
 
 from thermonet.kernels import simd
 from thermonet.kernels.elementwise import fma
 from thermonet.kernels.environment import compiled_for_avx512
 from thermonet.kernels.jit import cfunction, kernel
-
-_W = simd.LANES
-
 
 _WIDE = compiled_for_avx512()
 #: rows of ``C`` per register tile
@@ -58,7 +58,8 @@ _STRIP = 4
 def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
     """``C[0:MR, 0:8 NG]`` from ``A(i, kk) = ap[i sai + kk sak]`` and ``B[kk, :] = bp[kk ldb:]``;
     stored, or with ``accumulate`` added as ``c + alpha p``."""
-    z = simd.splat(0.0)
+    w = simd.width(bp)
+    z = simd.zero(bp)
     c00 = z
     c01 = z
     c02 = z
@@ -97,25 +98,25 @@ def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
             c40 = simd.fma(simd.splat(ap[ao + 4 * sai]), b, c40)
             c50 = simd.fma(simd.splat(ap[ao + 5 * sai]), b, c50)
         if NG > 1:
-            b = simd.load(bp, bo + 8)
+            b = simd.load(bp, bo + w)
             c01 = simd.fma(a0, b, c01)
             c11 = simd.fma(a1, b, c11)
             c21 = simd.fma(a2, b, c21)
             c31 = simd.fma(a3, b, c31)
         if NG > 2:
-            b = simd.load(bp, bo + 16)
+            b = simd.load(bp, bo + 2 * w)
             c02 = simd.fma(a0, b, c02)
             c12 = simd.fma(a1, b, c12)
             c22 = simd.fma(a2, b, c22)
             c32 = simd.fma(a3, b, c32)
         if NG > 3:
-            b = simd.load(bp, bo + 24)
+            b = simd.load(bp, bo + 3 * w)
             c03 = simd.fma(a0, b, c03)
             c13 = simd.fma(a1, b, c13)
             c23 = simd.fma(a2, b, c23)
             c33 = simd.fma(a3, b, c33)
         if NG > 4:
-            b = simd.load(bp, bo + 32)
+            b = simd.load(bp, bo + 4 * w)
             c04 = simd.fma(a0, b, c04)
             c14 = simd.fma(a1, b, c14)
             c24 = simd.fma(a2, b, c24)
@@ -126,19 +127,19 @@ def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
         _put(simd.offset(cp, 4 * ldc), c40, alpha, accumulate)
         _put(simd.offset(cp, 5 * ldc), c50, alpha, accumulate)
     if NG > 1:
-        _put4(simd.offset(cp, 8), ldc, c01, c11, c21, c31, _STRIP, alpha, accumulate)
+        _put4(simd.offset(cp, w), ldc, c01, c11, c21, c31, _STRIP, alpha, accumulate)
     if NG > 2:
-        _put4(simd.offset(cp, 16), ldc, c02, c12, c22, c32, _STRIP, alpha, accumulate)
+        _put4(simd.offset(cp, 2 * w), ldc, c02, c12, c22, c32, _STRIP, alpha, accumulate)
     if NG > 3:
-        _put4(simd.offset(cp, 24), ldc, c03, c13, c23, c33, _STRIP, alpha, accumulate)
+        _put4(simd.offset(cp, 3 * w), ldc, c03, c13, c23, c33, _STRIP, alpha, accumulate)
     if NG > 4:
-        _put4(simd.offset(cp, 32), ldc, c04, c14, c24, c34, _STRIP, alpha, accumulate)
+        _put4(simd.offset(cp, 4 * w), ldc, c04, c14, c24, c34, _STRIP, alpha, accumulate)
 
 
 @kernel
 def _strip(mr, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
-    """``C[0:mr, 0:8]`` (``mr`` <= 4): the edges that :func:`_tile` does not cover."""
-    z = simd.splat(0.0)
+    """``C[0:mr, 0:lanes]`` (``mr`` <= 4): the edges that :func:`_tile` does not cover."""
+    z = simd.zero(bp)
     c0 = z
     c1 = z
     c2 = z
@@ -181,12 +182,13 @@ def _put(p, v, alpha, accumulate):
 def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
     """``C[0:m, 0:8 ng]``: :data:`NG` groups and :data:`MR` rows at a time, the rest of the
     rows and groups a strip (up to four rows, one group) at a time."""
+    w = simd.width(bp)
     m_full = m // MR * MR
     for g0 in range(0, ng, NG):
         if ng - g0 >= NG:
             for i in range(0, m_full, MR):
-                _tile(k, simd.offset(ap, i * sai), sai, sak, simd.offset(bp, g0 * _W), ldb,
-                      simd.offset(cp, i * ldc + g0 * _W), ldc, alpha, accumulate)
+                _tile(k, simd.offset(ap, i * sai), sai, sak, simd.offset(bp, g0 * w), ldb,
+                      simd.offset(cp, i * ldc + g0 * w), ldc, alpha, accumulate)
             rows = m_full
             groups = NG
         else:
@@ -195,46 +197,60 @@ def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
         for g in range(g0, g0 + groups):
             for i in range(rows, m, _STRIP):
                 _strip(min(_STRIP, m - i), k, simd.offset(ap, i * sai), sai, sak,
-                       simd.offset(bp, g * _W), ldb, simd.offset(cp, i * ldc + g * _W), ldc,
+                       simd.offset(bp, g * w), ldb, simd.offset(cp, i * ldc + g * w), ldc,
                        alpha, accumulate)
+
+
+def _buffer(p, n):
+    """A zeroed array of ``n`` elements of the pointer ``p``'s type (resolved at compile time)."""
+
+
+@overload(_buffer)
+def _buffer_typed(p, n):
+    dtype = np.float32 if p == simd.f32_ptr else np.float64
+    return lambda p, n: np.zeros(n, dtype)
 
 
 @kernel
 def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
     """``C = op(A) @ op(B)`` (or ``C += alpha op(A) @ op(B)``) on row-major operands at
-    pointers with row strides ``lda``, ``ldb``, ``ldc`` (of ``a``, ``b``, ``c`` as stored)."""
+    pointers with row strides ``lda``, ``ldb``, ``ldc`` (of ``a``, ``b``, ``c`` as stored),
+    all float64 or all float32 (then ``alpha`` is rounded to float32)."""
     sai = 1 if ta else lda
     sak = lda if ta else 1
+    alpha = simd.scalar(cp, alpha)
     if m == 0 or n == 0:
         return
     if tb:
         # op(a) @ b.T element by element, in the same chain as the tiles
         for i in range(m):
             for j in range(n):
-                s = 0.0
+                s = simd.scalar(cp, 0.0)
                 for kk in range(k):
                     s = fma(ap[i * sai + kk * sak], bp[j * ldb + kk], s)
                 o = i * ldc + j
                 cp[o] = cp[o] + alpha * s if accumulate else s
         return
-    n8 = n // _W * _W
-    if n8 > 0:
-        _panel(m, n8 // _W, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate)
-    if n8 == n:
+    w = simd.width(bp)
+    n_full = n // w * w
+    if n_full > 0:
+        _panel(m, n_full // w, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate)
+    if n_full == n:
         return
-    # the last n mod 8 columns: B's columns zero-padded to eight, C's rows through a buffer
-    bt = np.zeros(max(k, 1) * _W)
+    # the last n mod lanes columns: B's columns zero-padded to a group, C's rows through a
+    # buffer
+    bt = _buffer(bp, max(k, 1) * w)
     for kk in range(k):
-        for j in range(n8, n):
-            bt[kk * _W + j - n8] = bp[kk * ldb + j]
-    ct = np.empty(_STRIP * _W)
+        for j in range(n_full, n):
+            bt[kk * w + j - n_full] = bp[kk * ldb + j]
+    ct = _buffer(cp, _STRIP * w)
     for i in range(0, m, _STRIP):
         mr = min(_STRIP, m - i)
-        _strip(mr, k, simd.offset(ap, i * sai), sai, sak, simd.address(bt), _W,
-               simd.address(ct), _W, alpha, np.bool_(False))
+        _strip(mr, k, simd.offset(ap, i * sai), sai, sak, simd.address(bt), w,
+               simd.address(ct), w, alpha, np.bool_(False))
         for r in range(mr):
-            for j in range(n8, n):
-                t = ct[r * _W + j - n8]
+            for j in range(n_full, n):
+                t = ct[r * w + j - n_full]
                 o = (i + r) * ldc + j
                 cp[o] = cp[o] + alpha * t if accumulate else t
 
@@ -248,7 +264,8 @@ def _products(ta, tb, a, b, c, alpha, accumulate):
 
 @kernel
 def product(ta, tb, a, b, c):
-    """``c = op(a) @ op(b)``, ``op(x) = x.T if t else x`` (C-contiguous float64 operands)."""
+    """``c = op(a) @ op(b)``, ``op(x) = x.T if t else x`` (C-contiguous operands, all float64
+    or all float32)."""
     _products(ta, tb, a, b, c, 1.0, np.bool_(False))
 
 
@@ -270,14 +287,29 @@ def _c_product(ta, tb, m, n, k, alpha, accumulate, a, lda, b, ldb, c, ldc):
          simd.pointer(c), ldc, alpha, accumulate != 0)
 
 
-_compiled: list = []
+#: the same for float32 operands (``alpha`` float32)
+C_SIGNATURE32 = types.void(types.int32, types.int32, types.int64, types.int64, types.int64,
+                           types.float32, types.int32, types.intp, types.int64, types.intp,
+                           types.int64, types.intp, types.int64)
 
 
-def c_product_address() -> int:
-    """Address of :data:`C_SIGNATURE`'s function, compiled (or loaded from the cache) on the
-    first call. The kernels call the products through it (:mod:`thermonet.kernels.blas`), so
-    that their code is compiled and optimised once, not again inside every kernel that calls
-    it (Numba links a callee's code into each caller)."""
-    if not _compiled:
-        _compiled.append(cfunction(C_SIGNATURE)(_c_product))
-    return int(_compiled[0].address)
+def _c_product32(ta, tb, m, n, k, alpha, accumulate, a, lda, b, ldb, c, ldc):
+    _raw(ta != 0, tb != 0, m, n, k, simd.pointer32(a), lda, simd.pointer32(b), ldb,
+         simd.pointer32(c), ldc, alpha, accumulate != 0)
+
+
+_compiled: dict = {}
+
+
+def c_product_address(dtype: str = "float64") -> int:
+    """Address of :data:`C_SIGNATURE`'s function (``dtype="float32"``: of
+    :data:`C_SIGNATURE32`'s), compiled (or loaded from the cache) on the first call. The
+    kernels call the products through it (:mod:`thermonet.kernels.blas`), so that their code is
+    compiled and optimised once, not again inside every kernel that calls it (Numba links a
+    callee's code into each caller)."""
+    if dtype not in _compiled:
+        if dtype == "float32":
+            _compiled[dtype] = cfunction(C_SIGNATURE32)(_c_product32)
+        else:
+            _compiled[dtype] = cfunction(C_SIGNATURE)(_c_product)
+    return int(_compiled[dtype].address)

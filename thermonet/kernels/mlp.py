@@ -76,7 +76,7 @@ HIDDEN_TANH = 2
 #: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL;
 #: thermonet's own products read the second operand row by row and need it)
 _TRANSPOSE_SMALL = _BLAS_BACKEND in ("numpy", "own")
-#: transpose the first layer's weights too (thermonet's own products, float64 only)
+#: transpose the first layer's weights too (thermonet's own products)
 _TRANSPOSE_FIRST = _BLAS_BACKEND == "own"
 
 
@@ -156,13 +156,13 @@ def _transpose(w, wt):
 
 
 def _first_layer(xb, w, work, t_off, z):
-    """``z = xb @ w.T``, resolved when a kernel is compiled: thermonet's own float64 products
-    take ``w`` transposed into the scratch ``work[t_off:]`` first."""
+    """``z = xb @ w.T``, resolved when a kernel is compiled: thermonet's own products take
+    ``w`` transposed into the scratch ``work[t_off:]`` first."""
 
 
 @overload(_first_layer)
 def _first_layer_typed(xb, w, work, t_off, z):
-    if _TRANSPOSE_FIRST and xb.dtype == types.float64:
+    if _TRANSPOSE_FIRST and xb.dtype in (types.float64, types.float32):
         def own(xb, w, work, t_off, z):
             n_out, n_in = w.shape
             wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
