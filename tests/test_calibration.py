@@ -8,6 +8,7 @@ is tested, and the real measurement is checked for what it computes, not how fas
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -145,7 +146,7 @@ def test_key_changes_with_cpu_and_library_versions(monkeypatch):
     monkeypatch.undo()
     key = calibration.machine_key("MKL 1")
     for field in ("cpu_model", "cpu_name", "avx2", "avx512f", "compiled_avx512", "n_cpus",
-                  "scipy"):
+                  "scipy", "own_products"):
         assert field in key
         other = {**key, field: "another"}
         assert calibration.key_id(other) != base
@@ -157,6 +158,12 @@ def test_key_changes_with_cpu_and_library_versions(monkeypatch):
     assert (calibration.key_id(held) != base) == bool(key["compiled_avx512"])
     monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+avx512f,-prefer-256-bit")
     assert calibration.machine_key("MKL 1")["compiled_avx512"] is True
+    # the own products' source is part of the key (a changed gemm.py is measured again)
+    from thermonet.kernels import gemm
+
+    with open(gemm.__file__, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()[:16]
+    assert key["own_products"] == digest
 
 
 def test_version_change_measures_again_and_keeps_both(cache):

@@ -245,10 +245,21 @@ def _version(dist: str) -> str:
         return ""
 
 
+def _own_products_hash() -> str:
+    """A hash of thermonet's own products' source (``gemm.py``): a development version whose
+    products changed is measured again although its version number did not."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemm.py")
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
 def machine_key(mkl_version: str = "") -> dict[str, Any]:
     """What the measurement depends on: CPU, whether the kernels are compiled for its AVX-512
-    (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` can hold them to AVX2), CPU count and library
-    versions."""
+    (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` can hold them to AVX2), CPU count, library
+    versions and the own products' source."""
     try:
         import llvmlite.binding as llb
 
@@ -264,7 +275,7 @@ def machine_key(mkl_version: str = "") -> dict[str, Any]:
     from thermonet.kernels.environment import compiled_for_avx512
 
     return {"schema": SCHEMA, "cpu_model": _cpu_model(), "cpu_name": cpu_name, **flags,
-            "compiled_avx512": compiled_for_avx512(),
+            "compiled_avx512": compiled_for_avx512(), "own_products": _own_products_hash(),
             "n_cpus": n_cpus, "python": platform.python_version(), "numpy": np.__version__,
             "scipy": _version("scipy"), "numba": _version("numba"),
             "mkl": mkl_version or _version("mkl"), "thermonet": _version("thermonet")}
