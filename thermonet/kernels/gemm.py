@@ -46,9 +46,9 @@ from thermonet.kernels.jit import cfunction, kernel
 _WIDE = compiled_for_avx512()
 #: rows of ``C`` per register tile
 MR = 4 if _WIDE else 6
-#: groups of eight columns per register tile: 4 x 5 accumulators fill 20 of AVX-512's 32
-#: registers; with AVX2 an eight-lane value takes two of 16, and 6 x 1 was the fastest of
-#: 4 x 1, 6 x 1, 8 x 1, 4 x 2 and 4 x 3 (docs/performance.md)
+#: groups of columns (eight float64 or sixteen float32 lanes) per register tile: 4 x 5
+#: accumulators fill 20 of AVX-512's 32 registers; with AVX2 a group takes two of 16, and
+#: 6 x 1 was the fastest of 4 x 1, 6 x 1, 8 x 1, 4 x 2 and 4 x 3 (docs/performance.md)
 NG = 5 if _WIDE else 1
 #: rows of the strips that cover the edges of the tiles
 _STRIP = 4
@@ -56,8 +56,8 @@ _STRIP = 4
 
 @kernel
 def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
-    """``C[0:MR, 0:8 NG]`` from ``A(i, kk) = ap[i sai + kk sak]`` and ``B[kk, :] = bp[kk ldb:]``;
-    stored, or with ``accumulate`` added as ``c + alpha p``."""
+    """``C[0:MR, 0:lanes NG]`` from ``A(i, kk) = ap[i sai + kk sak]`` and ``B[kk, :] =
+    bp[kk ldb:]``; stored, or with ``accumulate`` added as ``c + alpha p``."""
     w = simd.width(bp)
     z = simd.zero(bp)
     c00 = z
@@ -171,7 +171,7 @@ def _put4(cp, ldc, v0, v1, v2, v3, mr, alpha, accumulate):
 
 @kernel
 def _put(p, v, alpha, accumulate):
-    """``p[0:8] = v``, or with ``accumulate`` ``p[0:8] + alpha v``."""
+    """``p[0:lanes] = v``, or with ``accumulate`` ``p[0:lanes] + alpha v``."""
     if accumulate:
         simd.store(p, 0, simd.add(simd.load(p, 0), simd.mul(simd.splat(alpha), v)))
     else:
@@ -180,7 +180,7 @@ def _put(p, v, alpha, accumulate):
 
 @kernel
 def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
-    """``C[0:m, 0:8 ng]``: :data:`NG` groups and :data:`MR` rows at a time, the rest of the
+    """``C[0:m, 0:lanes ng]``: :data:`NG` groups and :data:`MR` rows at a time, the rest of the
     rows and groups a strip (up to four rows, one group) at a time."""
     w = simd.width(bp)
     m_full = m // MR * MR
