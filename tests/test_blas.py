@@ -33,7 +33,8 @@ x = rng.standard_normal((300, 256)); y = rng.integers(0, 10, 300)
 pot = M3().potential(x=x, y=y, block=128)
 th = rng.uniform(-0.06, 0.06, pot.n_params)
 e, g = pot.energy_and_grad(th)
-print(json.dumps({"backend": blas.BACKEND, "e": float(e), "g": np.asarray(g).tolist()}))
+print(json.dumps({"backend": blas.BACKEND, "e": float(e), "e2": float(pot.energy(th)),
+                  "g": np.asarray(g).tolist()}))
 """
 
 

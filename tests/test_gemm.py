@@ -27,6 +27,8 @@ import pytest
 
 from thermonet.kernels import calibration, gemm
 
+from .test_blas import _probe
+
 
 @numba.njit(cache=False)
 def _product(ta, tb, a, b, c):
@@ -193,32 +195,8 @@ def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
     assert native["tile"] == ([4, 5] if host.get("avx512f") else [6, 1])
 
 
-_PROBE = r"""
-import json
-import numpy as np
-from thermonet.kernels import blas
-from thermonet.architectures.mlp import M3
-rng = np.random.default_rng(3)
-x = rng.standard_normal((300, 256)); y = rng.integers(0, 10, 300)
-pot = M3().potential(x=x, y=y, block=128)
-th = rng.uniform(-0.06, 0.06, pot.n_params)
-e, g = pot.energy_and_grad(th)
-e2 = pot.energy(th)
-print(json.dumps({"backend": blas.BACKEND, "e": float(e), "e2": float(e2),
-                  "g": np.asarray(g).tolist()}))
-"""
-
-
-def _probe(blas: str) -> dict:
-    env = dict(os.environ, THERMONET_BLAS=blas)
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                         text=True, timeout=600, check=False)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def test_own_and_numpy_backends_agree_to_round_off():
-    own, ref = _probe("own"), _probe("numpy")
+    own, ref = _probe({"THERMONET_BLAS": "own"}), _probe({"THERMONET_BLAS": "numpy"})
     assert (own["backend"], ref["backend"]) == ("own", "numpy")
     assert own["e"] == own["e2"]                   # the energy-only kernel: the same bits
     assert own["e"] == pytest.approx(ref["e"], rel=1e-12)
