@@ -415,6 +415,25 @@ def test_progress_bar_on_a_terminal_log_lines_otherwise_nothing_when_quiet(caplo
     assert quiet.text == "" and not caplog.records
 
 
+def test_progress_rate_is_timed_from_the_first_report_not_from_the_start(caplog):
+    """Minutes of compilation and warm-up before iteration 1 must not enter the rate: the
+    quickstart once printed 0.01 it/s and an ETA of nine hours at its first iteration."""
+    from thermonet.cli.options import RunProgress as ProgressLine
+    from thermonet.runner import RunProgress
+
+    clock = iter([300.0, 310.0, 320.0])          # the first report comes 300 s in
+    pipe = _Stream(False)
+    with caplog.at_level("INFO", logger="thermonet.run"):
+        p = ProgressLine(stream=pipe, interval=0.0, now=lambda: next(clock))
+        p(RunProgress(1, 101, 0, 0.6, 0.3, 1.0))
+        p(RunProgress(21, 101, 0, 0.6, 0.3, 1.0))     # 20 iterations in 10 s
+        p(RunProgress(61, 101, 0, 0.6, 0.3, 1.0))     # 60 in 20 s
+    lines = [r.message for r in caplog.records]
+    assert "-- it/s  ETA --" in lines[0]
+    assert "2.00 it/s  ETA 00:00:40" in lines[1]
+    assert "3.00 it/s  ETA 00:00:13" in lines[2]
+
+
 def test_the_runner_stamps_the_blas_backend_into_the_checkpoint(gauss_cfg, tmp_path):
     from thermonet.kernels import blas
 

@@ -10,6 +10,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -44,25 +45,33 @@ class RunProgress:
     ``quiet``.
     """
 
-    def __init__(self, quiet: bool = False, stream: Any = None, interval: float = 10.0) -> None:
+    def __init__(self, quiet: bool = False, stream: Any = None, interval: float = 10.0,
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.quiet = quiet
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval
-        self.t0 = time.monotonic()
+        self.now = now
+        self.origin: tuple[float, int] | None = None
         self.last = 0.0
 
     def __call__(self, report: Any) -> None:
         """Show ``report`` (a :class:`thermonet.runner.RunProgress` record)."""
         if self.quiet:
             return
-        now = time.monotonic()
+        now = self.now()
         done, total = report.iteration, report.total
-        rate = (done - report.start) / max(now - self.t0, 1e-9)
+        # the rate is timed from the first report, so initialisation, compilation and the
+        # warm-up (minutes before the first production iteration) do not enter it
+        if self.origin is None:
+            self.origin = (now, done)
+        t_origin, done_origin = self.origin
+        rate = (done - done_origin) / (now - t_origin) if now > t_origin else math.nan
         eta = (total - done) / rate if rate > 0 else math.inf
         msg = (f"iteration {done}/{total}  acc {report.acceptance:.2f}  "
                f"swap {report.swap_acceptance:.2f}  E(T_min) {report.energy:.4g}  "
-               f"{rate:.2f} it/s  ETA {clock(eta) if math.isfinite(eta) else '--'}")
+               f"{f'{rate:.2f}' if math.isfinite(rate) else '--'} it/s  "
+               f"ETA {clock(eta) if math.isfinite(eta) else '--'}")
         frozen = getattr(report, "frozen", ())
         if frozen:
             from thermonet.runner import FROZEN_WINDOW
