@@ -14,6 +14,7 @@ from thermonet.analysis.ideal_exchange import (
     ideal_for_run,
     ideal_line,
     ideal_passages,
+    random_pairs_bound,
     steady_round_trip_rate,
 )
 from thermonet.analysis.mixing import replica_passages, swap_barrier
@@ -23,6 +24,7 @@ from thermonet.tempering import (
     DeterministicEvenOdd,
     EvenOdd,
     Ladder,
+    RandomPairs,
     ReplicaExchange,
 )
 from thermonet.testsystems import Gaussian
@@ -62,10 +64,22 @@ class ExactGaussian(Sampler):
         return _State(theta, float(self.potential.energy(theta)), 1.0), _Info(True)
 
 
-def _engine_run(swap, n_slots, n_iterations, dim=12, seed=3):
+class Flat(ExactGaussian):
+    """Reports the energy 0 for every state, so every swap is accepted (r = 0)."""
+
+    name = "flat"
+
+    def init(self, theta0):
+        return _State(np.asarray(theta0, dtype=np.float64), 0.0, 1.0)
+
+    def step(self, state, rng):
+        return _State(state.theta, 0.0, 1.0), _Info(True)
+
+
+def _engine_run(swap, n_slots, n_iterations, dim=12, seed=3, sampler=ExactGaussian):
     arch = Gaussian(dim, stiffness=[1.0] * dim, prior_scale=1e6)
     temps = np.geomspace(0.05, 20.0, n_slots)
-    re = ReplicaExchange(ExactGaussian, arch.potential(), Ladder.from_temperatures(temps),
+    re = ReplicaExchange(sampler, arch.potential(), Ladder.from_temperatures(temps),
                          swap=swap)
     streams = re.make_streams(seed)
     rng = np.random.default_rng(seed)
@@ -129,6 +143,35 @@ def test_the_engine_with_exact_local_moves_makes_the_expected_passages(swap, sch
     assert ideal.round_trips > 20
     assert abs(p.restarts.sum() - ideal.restarts) < Z * ideal.restarts_sd, (p, ideal)
     assert abs(p.round_trips.sum() - ideal.round_trips) < Z * ideal.round_trips_sd, (p, ideal)
+
+
+def test_random_pairs_without_rejection_match_the_engine():
+    """r = 0: every attempt is accepted whatever the energies, so the independent-attempt
+    model is the engine's own random-pairs process; their counts agree within the spread."""
+    n_slots, n_it = 8, 3000
+    reps, rejection = _engine_run(RandomPairs(), n_slots, n_it, sampler=Flat)
+    assert np.all(rejection == 0.0)
+    p = replica_passages(reps)
+    bound = random_pairs_bound(rejection, n_it)
+    assert bound.round_trips > 20 and math.isnan(bound.rate)
+    assert abs(p.restarts.sum() - bound.restarts) < Z * bound.restarts_sd, (p, bound)
+    assert abs(p.round_trips.sum() - bound.round_trips) < Z * bound.round_trips_sd, (p, bound)
+
+
+def test_random_pairs_bound_exceeds_the_engine_with_exact_local_moves():
+    """With rejections, attempts within an iteration share the energies (a pair drawn twice
+    tends to swap back): the engine with exact local moves makes fewer passages than the
+    independent-attempt model, which is therefore an upper bound."""
+    n_slots, n_it = 8, 3000
+    reps, rejection = _engine_run(RandomPairs(), n_slots, n_it)
+    assert 0.1 < rejection.mean() < 0.9
+    p = replica_passages(reps)
+    bound = random_pairs_bound(rejection, n_it)
+    assert p.round_trips.sum() < bound.round_trips, (p, bound)
+    assert p.restarts.sum() < bound.restarts, (p, bound)
+    assert random_pairs_bound([0.2, 1.0, 0.2], 300).round_trips == 0
+    with pytest.raises(ConfigError, match=r"expected numbers in \[0, 1\]"):
+        random_pairs_bound([0.3, -0.1], 10)
 
 
 def test_run_settings_choose_the_scheme_and_bad_input_is_refused():

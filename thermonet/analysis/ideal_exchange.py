@@ -16,7 +16,8 @@ long ladders that start-up takes a sizeable part of the run.
 :func:`ideal_passages` gives both: it simulates the index process of the run's own scheme
 with the run's measured rejection rates ``r_k`` and its number of iterations, and counts
 restarts and round trips exactly as :func:`~thermonet.analysis.mixing.replica_passages`
-does. The ratio of a run's measured restarts to this expectation is the efficiency of its
+does (:func:`random_pairs_bound` bounds the paper's random-pairs scheme from above). The
+ratio of a run's measured restarts to this expectation is the efficiency of its
 local exploration: 1 when the sampler renews the energy between swaps, far below 1 when a
 replica carries the energy of the rung it came from (and so tends to be sent back).
 """
@@ -38,7 +39,8 @@ REPEATS = 64
 #: the schemes modelled: sweeps of disjoint pairs, where a replica meets at most one swap
 #: attempt between rounds of local moves, so under ELE every attempt is independent. The
 #: paper's random pairs attempt K overlapping pairs with the energies fixed in between (a pair
-#: drawn twice can swap back), which the independent-attempt model over-counts about twofold
+#: drawn twice can swap back), which the independent-attempt model over-counts: it is an upper
+#: bound (:func:`random_pairs_bound`), not an expectation
 SCHEMES = ("deo", "even-odd")
 
 
@@ -137,6 +139,44 @@ def _sweep(rep: np.ndarray, r: np.ndarray, first: np.ndarray,
         a, b = rep[:, js], rep[:, js + 1]
         rep[:, js] = np.where(ok, b, a)
         rep[:, js + 1] = np.where(ok, a, b)
+
+
+def random_pairs_bound(rejection: Any, n_iterations: int, *, n_swaps: int | None = None,
+                       repeats: int = REPEATS, seed: int = 0) -> IdealPassages:
+    """An upper bound on the restarts and round trips of the paper's random-pairs scheme under
+    ELE: ``n_swaps`` attempts per iteration (default one per slot, as
+    :class:`~thermonet.tempering.RandomPairs`) on uniformly drawn adjacent pairs, each accepted
+    with probability ``1 - r_k`` independently.
+
+    The real scheme attempts its pairs with the energies fixed in between, so a pair drawn
+    twice tends to swap back (the reverse of a swap accepted with probability a < 1 is
+    accepted with probability 1); treating the attempts as independent lets replicas travel
+    further than they can, so the counts here exceed those of the scheme under ELE
+    (checked against the engine in tests/test_ideal_exchange.py), and ELE is the best case a
+    local sampler approaches. ``rate`` is NaN (no closed form). Parameters as
+    :func:`ideal_passages`.
+    """
+    r = np.asarray(rejection, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(r)) or np.any((r < 0) | (r > 1)):
+        raise ConfigError(f"rejection rates {r.tolist()[:6]}...; expected numbers in [0, 1]")
+    n_slots = r.size + 1
+    attempts = n_slots if n_swaps is None else int(n_swaps)
+    if n_slots < 2 or n_iterations <= 0:
+        return IdealPassages(0.0, 0.0, 0.0, 0.0, math.nan)
+    rng = np.random.default_rng(seed)
+    rep = np.tile(np.arange(n_slots), (repeats, 1))
+    rows = np.arange(repeats)
+    counter = PassageCounter(repeats, n_slots)
+    for _ in range(n_iterations):
+        js = rng.integers(0, n_slots - 1, size=(attempts, repeats))
+        ok = rng.random((attempts, repeats)) >= r[js]
+        for j, accept in zip(js, ok):
+            m, k = rows[accept], j[accept]
+            rep[m, k], rep[m, k + 1] = rep[m, k + 1], rep[m, k]
+        counter.update(rep)
+    restarts, trips = counter.restarts.sum(axis=1), counter.round_trips.sum(axis=1)
+    return IdealPassages(float(restarts.mean()), float(restarts.std()),
+                         float(trips.mean()), float(trips.std()), math.nan)
 
 
 def ideal_for_run(rejection: Any, n_iterations: int, ladder: dict[str, Any]
