@@ -16,6 +16,22 @@ regenerated at the prior rung. Usage::
 
     python benchmarks/bench_nrpt.py            # budget 2e6 gradients per scheme
     python benchmarks/bench_nrpt.py --quick    # 4e5
+
+``--runs NRPT_DIR PAPER_DIR`` compares two finished ``thermonet run`` directories instead (the
+long runs of docs/performance.md, made with the run's full warm-up): it charges each run its
+warm-up gradients, cuts the longer run at the shorter one's total so that both spend the same
+number of gradients, counts round trips and restarts in that budget, and sets them beside
+what the same swap rejection rates allow under efficient local exploration (ELE): the
+expectation for NRPT, an upper bound for random pairs
+(:func:`thermonet.analysis.ideal_exchange.random_pairs_bound`)::
+
+    thermonet run sample_runs/nrpt_M3_D50.toml --out runs/rt_nrpt \
+        --set run.n_iterations=30000 --set run.sample_every=2000
+    thermonet run sample_runs/nrpt_M3_D50.toml --out runs/rt_paper \
+        --set run.n_iterations=17000 --set run.sample_every=2000 \
+        --set ladder.n_temperatures=112 --set ladder.prior_rung=false \
+        --set ladder.swap_scheme=random-pairs --set ladder.adapt_rounds=0
+    python benchmarks/bench_nrpt.py --runs runs/rt_nrpt runs/rt_paper
 """
 
 from __future__ import annotations
@@ -89,8 +105,79 @@ def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int
             "barrier": barrier, "wall_s": elapsed}
 
 
+def run_costs(run_dir: str) -> dict:
+    """A finished run's gradients per production iteration, its warm-up's gradients
+    (ladder rounds, the re-tunes along the chain after them, the corrected rounds; not the
+    initialisation, which both schemes share), and its trace."""
+    import tomllib
+
+    from thermonet.analysis import summarise
+    from thermonet.io.trace import read_trace
+
+    with open(f"{run_dir}/config.toml", "rb") as fh:
+        cfg = tomllib.load(fh)
+    s = summarise(run_dir)
+    temps = np.asarray(s["temperatures"], dtype=np.float64)
+    finite = int(np.isfinite(temps).sum())
+    length = int(cfg["sampler"]["n_leapfrog"])
+    per_iteration = finite * int(cfg["ladder"]["n_trajectories"]) * length \
+        + (temps.size - finite)                       # a prior draw: one gradient, at most
+    rounds = s.get("ladder_rounds") or []
+    retune = s.get("step_size_retune") or []
+    warm_iterations = sum(r["iterations"] for r in rounds) + sum(r["iterations"] for r in retune)
+    tune = len(rounds) * int(cfg["sampler"].get("warmup_transitions", 0)) * finite * length
+    return {"dir": run_dir, "scheme": cfg["ladder"]["swap_scheme"], "slots": temps.size,
+            "per_iteration": per_iteration,
+            "warmup": warm_iterations * per_iteration + tune,
+            "barrier": rounds[-1]["barrier"] if rounds else float("nan"),
+            "trace": read_trace(run_dir)}
+
+
+def compare_runs(nrpt_dir: str, paper_dir: str) -> int:
+    """Round trips of two finished runs at an equal gradient budget (module docstring)."""
+    from thermonet.analysis.ideal_exchange import ideal_passages, random_pairs_bound
+    from thermonet.analysis.mixing import replica_passages, swap_barrier
+
+    runs = [run_costs(nrpt_dir), run_costs(paper_dir)]
+    budget = min(r["warmup"] + r["per_iteration"] * len(r["trace"]["iteration"]) for r in runs)
+    v = versions()
+    print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
+          f"numba {v['numba']}")
+    print(f"budget  : {budget:.4g} gradients per scheme (warm-up charged; initialisation not)")
+    print(f"{'scheme':13s} {'slots':>5s} {'grad/it':>7s} {'warm-up':>9s} {'iters':>6s} "
+          f"{'trips':>5s} {'restarts':>8s} {'trips/1e6':>9s} {'ELE trips':>10s} "
+          f"{'ELE/1e6':>8s} {'Lambda':>6s}")
+    rates = []
+    for r in runs:
+        n = int((budget - r["warmup"]) // r["per_iteration"])
+        tr = r["trace"]
+        p = replica_passages(tr["replica_k"][:n])
+        rejection = swap_barrier(tr["swap_attempted_k"][:n], tr["swap_accepted_k"][:n]).rejection
+        if r["scheme"] == "random-pairs":
+            ele = random_pairs_bound(rejection, n, repeats=16)
+            label = "<="
+        else:
+            ele = ideal_passages(rejection, n, scheme=r["scheme"])
+            label = "~"
+        trips = int(p.round_trips.sum())
+        rates.append((trips / budget * 1e6, ele.round_trips / budget * 1e6))
+        print(f"{r['scheme']:13s} {r['slots']:5d} {r['per_iteration']:7d} {r['warmup']:9.3g} "
+              f"{n:6d} {trips:5d} {int(p.restarts.sum()):8d} {rates[-1][0]:9.3f} "
+              f"{label + format(ele.round_trips, '.1f'):>10s} {rates[-1][1]:8.3f} "
+              f"{r['barrier']:6.3g}")
+    (nrpt, _), (paper, paper_bound) = rates
+    print(f"nrpt / paper, measured: {nrpt / paper:.1f}x" if paper else
+          f"nrpt / paper, measured: the paper scheme made no round trip (nrpt {nrpt:.3f} "
+          f"per 1e6 gradients)")
+    print(f"nrpt measured / paper's ELE upper bound: {nrpt / paper_bound:.1f}x" if paper_bound
+          else "paper's ELE upper bound: 0 round trips in this budget")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", nargs=2, metavar=("NRPT_DIR", "PAPER_DIR"),
+                    help="compare two finished run directories at an equal gradient budget")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", type=float, default=None, help="gradients per scheme")
     ap.add_argument("--leapfrog", type=int, default=10)
@@ -99,6 +186,8 @@ def main() -> int:
     ap.add_argument("--wall", default="reflect", choices=("reflect", "endpoint"),
                     help="box wall of NRPT's HMC (the paper scheme keeps its end-point test)")
     args = ap.parse_args()
+    if args.runs:
+        return compare_runs(*args.runs)
     budget = args.budget or (4e5 if args.quick else 2e6)
     v = versions()
     print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "

@@ -220,6 +220,29 @@ def test_analyse_reports_squared_errors_of_regression_runs(arm_cfg, tmp_path):
     assert "noise" in res.output and "posterior mean width" in res.output
 
 
+def test_analyse_reports_the_scale_factors_widths_from_the_samples(arm_cfg, tmp_path):
+    """Neal's scale factors are coordinates of the state (after the 32 weights of the 2-6-2
+    network), not recorded hyperparameters: the reported group widths are the posterior
+    means of exp(-u_g/2) over the stored samples, before the noise's from the trace."""
+    cfg = cfgmod.load(arm_cfg, {"architecture.parameterisation": "scale"})
+    out = tmp_path / "s"
+    Run.create(cfg, out).run()
+    detach_log()
+    from thermonet.analysis import analyse
+
+    hyp = analyse(out).meta["hyperparameters"]
+    assert hyp["names"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
+    tr = ckpt.read_trace(out, samples=True)
+    keep = tr["samples_iteration"] >= 3                 # discard 0.25 of 8 iterations
+    u = tr["samples_theta"][keep][:, :, 32:35]
+    assert tr["samples_theta"].shape[2] == 35
+    widths = np.array(hyp["width"])
+    assert np.allclose(widths[:, :3], np.mean(np.exp(-u / 2), axis=0), rtol=1e-12)
+    h = tr["hyper_k"]                                   # the noise precision only
+    assert h.shape == (8, 2, 1)
+    assert np.allclose(widths[:, 3], np.mean(1 / np.sqrt(h[2:, :, 0]), axis=0), rtol=1e-12)
+
+
 def test_info_reports_the_hyperparameters_of_regression_runs(arm_cfg, tmp_path):
     from thermonet.analysis import summarise
 

@@ -26,6 +26,26 @@ def test_robot_arm_recipe_has_rasmussens_settings():
     assert sc.fixed_hyper_transitions == cfg["init"]["burn_in"][0] == 10    # his first phase
 
 
+def test_robot_arm_neal1993_has_his_section_3_2_settings():
+    """Neal (1993) Sec. 3.2: scale factors in the HMC state, noise unknown with s0 = m0 =
+    0.1, 500 trajectories of 1000 leapfrog steps, the last 250 networks averaged."""
+    cfg = cfgmod.load(Path(__file__).resolve().parents[1] / "sample_runs"
+                      / "robot_arm_neal1993.toml")
+    arch = cfg["architecture"]
+    assert (arch["parameterisation"], arch["hierarchical"], arch["hidden"]) == ("scale", True,
+                                                                               [16])
+    assert arch["noise_std"] is None and (arch["noise_width"], arch["noise_shape"]) == (0.1, 0.1)
+    sc = cfg.configs["sampler"]
+    assert (sc.n_leapfrog, sc.window, sc.persistence) == (1000, 0, 0.0)   # plain HMC
+    run = cfg["run"]
+    assert (run["n_iterations"], run["discard"], run["sample_every"]) == (500, 0.5, 1)
+    quick = cfgmod.load(Path(__file__).resolve().parents[1] / "sample_runs"
+                        / "robot_arm_quick.toml")
+    full = cfgmod.load(Path(__file__).resolve().parents[1] / "sample_runs" / "robot_arm.toml")
+    assert quick["architecture"] == full["architecture"]
+    assert quick["run"]["n_iterations"] < full["run"]["n_iterations"]
+
+
 SAMPLE_RUNS = [p for p in ALL if p not in BASELINES and p not in OTHER_COMMANDS]
 
 

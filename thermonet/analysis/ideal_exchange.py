@@ -170,7 +170,7 @@ def random_pairs_bound(rejection: Any, n_iterations: int, *, n_swaps: int | None
     for _ in range(n_iterations):
         js = rng.integers(0, n_slots - 1, size=(attempts, repeats))
         ok = rng.random((attempts, repeats)) >= r[js]
-        for j, accept in zip(js, ok):
+        for j, accept in zip(js, ok, strict=True):
             m, k = rows[accept], j[accept]
             rep[m, k], rep[m, k + 1] = rep[m, k + 1], rep[m, k]
         counter.update(rep)

@@ -244,6 +244,10 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         warnings.append(f"only {n_s} stored samples per temperature after discard; the test "
                         "and error columns have rough error bars")
     series: dict[str, np.ndarray] = {}
+    # Neal's scale factors: the group widths are coordinates of the state, read from the samples
+    state_widths = getattr(arch.potential(split.train), "group_widths", None) if (
+        arch is not None and getattr(arch, "scaled", False) and split is not None) else None
+    widths_nkj: list[np.ndarray] = []
     if split is not None and n_s > 0:
         series["sample_iteration"] = np.asarray(used_its, dtype=np.int64)
         per_sample = ["train_error"] + (["test_energy", "test_error"] if test else [])
@@ -251,6 +255,9 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
             series[name] = np.full((n_s, k_n), np.nan)
         for k in range(k_n):
             theta = store.slot(k, first_it)
+            if state_widths is not None:
+                group_names, w = state_widths(theta)
+                widths_nkj.append(w)
             ev = evaluate_samples(arch, theta, train=split.train,
                                   test=split.test if test else None,
                                   predictive=predictive and test, workers=workers,
@@ -274,6 +281,8 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
 
     hyper = hyper_widths(arch, split, tr["hyper_k"][sl]) if (
         "hyper_k" in tr and n_used > 0 and arch is not None and split is not None) else {}
+    if widths_nkj and widths_nkj[0].shape[1] > 0:
+        hyper = with_state_widths(hyper, group_names, np.stack(widths_nkj, axis=1))
 
     # ladder health
     if k_n > 1 and n_used > 0:
@@ -381,6 +390,23 @@ def hyper_widths(arch: Any, split: Any, h_nkj: Any) -> dict[str, Any]:
     return {"names": names, "quantity": "posterior mean of 1/sqrt(precision)",
             "width": [[float(m) for m, _ in row] for row in stats],
             "width_err": [[float(e) for _, e in row] for row in stats]}
+
+
+def with_state_widths(hyper: dict[str, Any], names: list[str], w_nkj: Any) -> dict[str, Any]:
+    """``hyper`` (from :func:`hyper_widths`) with the widths of groups whose precisions are
+    coordinates of the state (Neal's scale factors; ``w_nkj``: stored samples x slots x
+    groups) put first, as the direct parameterisation lists its groups."""
+    w = np.asarray(w_nkj, dtype=np.float64)
+    stats = [[series_stats(w[:, k, j])[:2] for j in range(w.shape[2])]
+             for k in range(w.shape[1])]
+    rows = hyper.get("width") or [[] for _ in stats]
+    errs = hyper.get("width_err") or [[] for _ in stats]
+    return {"names": list(names) + list(hyper.get("names", [])),
+            "quantity": "posterior mean of 1/sqrt(precision)",
+            "width": [[float(m) for m, _ in st] + list(r) for st, r in zip(stats, rows,
+                                                                            strict=True)],
+            "width_err": [[float(e) for _, e in st] + list(r) for st, r in zip(stats, errs,
+                                                                              strict=True)]}
 
 
 def summarise(run_dir: str | Path) -> dict[str, Any]:

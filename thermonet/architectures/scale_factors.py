@@ -112,6 +112,14 @@ class ScaleFactorPotential(Potential):
         q = as_theta(q, self.n_params, finite=False)
         return np.ascontiguousarray(q[:self.n_weights] * self.factors(q[self.n_weights:]))
 
+    def group_widths(self, q_batch: FloatArray) -> tuple[list[str], FloatArray]:
+        """The weight groups' names and, per row of ``q_batch`` (states, shape (n, n_params)),
+        each group's width ``1/sqrt(prec_g) = exp(-u_g/2)``: what ``thermonet analyse``
+        reports as the group's hyperparameter for the direct parameterisation."""
+        q = np.asarray(q_batch, dtype=np.float64).reshape(-1, self.n_params)
+        names = [name for name, _, _ in self.arch.scale_groups()]
+        return names, np.exp(-0.5 * q[:, self.n_weights:self.n_weights + len(names)])
+
     # -- hyperparameters: the noise precision and a three-level prior's top mean -------------
 
     def hyper_model(self) -> HyperModel:
