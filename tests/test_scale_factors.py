@@ -211,3 +211,29 @@ def test_three_level_same_posterior_as_the_direct_parameterisation():
     z = np.abs(m1 - m2) / np.sqrt(se1 ** 2 + se2 ** 2)
     assert np.all(z < 4.5), (m1, m2, z)
     assert np.all(np.isfinite(se1)) and np.all(se1 > 0) and np.all(se2 > 0)
+
+
+def test_robot_arm_energy_is_the_direct_energy_plus_the_log_precisions_terms(rng):
+    """On the robot arm's 2-16-2 tanh network with unknown noise and vague hyperpriors, at
+    random states: E_scale(v, u) = E_direct(w(v, u) | prec = e^u, tau) + T sum_g (b e^u_g -
+    a u_g), the identity that makes the two parameterisations one posterior (the chains of
+    the two settle at different places on a slowly mixing ridge: docs/regression.md)."""
+    from thermonet.data import load_data
+
+    train = load_data("robot-arm").train
+    kw = dict(hidden_activation="tanh", hierarchical=True, hyper_width=0.05, hyper_shape=0.5,
+              noise_width=0.05, noise_shape=0.5)
+    scaled = RegressionMLP(2, [16], 2, parameterisation="scale", **kw).potential(train)
+    direct = RegressionMLP(2, [16], 2, **kw).potential(train)
+    a, b = scaled.a.copy(), scaled.b.copy()
+    assert np.allclose(a, 0.25) and np.allclose(b, 0.5 * 0.05 ** 2 / 2)   # alpha/2, alpha s^2/2
+    for t in (1.0, 2.5):
+        for _ in range(3):
+            q = rng.normal(size=scaled.n_params) * 0.5
+            q[-3:] = rng.normal(size=3)
+            tau = float(np.exp(rng.normal(6.0, 0.5)))
+            scaled.set_hyperparameters([tau], t)
+            direct.set_hyperparameters(np.r_[np.exp(q[-3:]), tau], t)
+            u = q[-3:]
+            expected = direct.energy(scaled.weights(q)) + t * np.sum(b * np.exp(u) - a * u)
+            assert scaled.energy(q) == pytest.approx(expected, rel=1e-12, abs=1e-9)
