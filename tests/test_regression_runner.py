@@ -241,6 +241,10 @@ def test_analyse_reports_the_scale_factors_widths_from_the_samples(arm_cfg, tmp_
     h = tr["hyper_k"]                                   # the noise precision only
     assert h.shape == (8, 2, 1)
     assert np.allclose(widths[:, 3], np.mean(1 / np.sqrt(h[2:, :, 0]), axis=0), rtol=1e-12)
+    from thermonet.analysis import summarise  # `thermonet info`: the same
+
+    s = summarise(out)["hyperparameters"]
+    assert s["names"] == hyp["names"] and np.allclose(s["width"], widths, rtol=1e-12)
 
 
 def test_info_reports_the_hyperparameters_of_regression_runs(arm_cfg, tmp_path):

@@ -409,6 +409,22 @@ def with_state_widths(hyper: dict[str, Any], names: list[str], w_nkj: Any) -> di
                                                                               strict=True)]}
 
 
+def _with_scale_factors(run_dir: Path, ck: Any, hyper: dict[str, Any], first_kept: int
+                        ) -> dict[str, Any]:
+    """``hyper`` with the group widths of a scale-factor model, read from its stored samples
+    from iteration ``first_kept`` on (they are coordinates of the state, not in the trace's
+    ``hyper_k``); unchanged if no sample is kept."""
+    arch, split = _build_model(ck.config_toml, None)[:2]
+    tr = read_trace(run_dir, samples=True, run_uuid=ck.run_uuid, through=ck.iteration)
+    theta = tr["samples_theta"][tr["samples_iteration"] >= first_kept]
+    if theta.shape[0] == 0:
+        return hyper
+    pot = arch.potential(split.train)
+    per_slot = [pot.group_widths(theta[:, k]) for k in range(theta.shape[1])]
+    names = per_slot[0][0]
+    return with_state_widths(hyper, names, np.stack([w for _, w in per_slot], axis=1))
+
+
 def summarise(run_dir: str | Path) -> dict[str, Any]:
     """The ``thermonet info`` summary of a run directory (JSON-serialisable)."""
     run_dir = Path(run_dir)
@@ -469,6 +485,9 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
                                           trimmed["hyper_k"][start:]) if (
         "hyper_k" in trimmed and cfg.get("data", {}).get("name", "none") != "none"
         and n_kept > 0) else {}
+    if cfg.get("architecture", {}).get("parameterisation") == "scale" and n_kept > 0:
+        out["hyperparameters"] = _with_scale_factors(run_dir, ck, out["hyperparameters"],
+                                                     first_kept=start + 1)
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)
     out["verdict_reasons"] = list(mx.verdict.reasons)
