@@ -293,8 +293,8 @@ def test_resume_refuses_a_changed_config(tiny_run, tmp_path):
                                                    "anneal.t_end = 3.0")),
     ({"anneal": {"temperatures": [1.0, 2.0]}}, "strictly decreasing"),
     ({"anneal": {"burn_in": 4}}, "anneal.burn_in = 4 leaves no trajectory"),
-    ({"anneal": {"n_validation": 55}}, ("anneal.n_validation = 55 is out of range; "
-                                        "expected a positive multiple of 10")),
+    ({"anneal": {"n_validation": 0}}, ("anneal.n_validation = 0 is out of range; "
+                                       "expected a positive integer")),
     ({"anneal": {"patience": 0}}, "anneal.patience = 0 is out of range"),
     ({"anneal": {"start": "params"}}, "needs anneal.params"),
     ({"anneal": {"validation_pool": "web"}}, "one of auto, mnist, embedded"),
@@ -346,6 +346,12 @@ def test_sample_anneal_configs_are_valid(name):
     t = an.schedule_of(cfg)
     assert t[0] >= 0.3 and t[-1] == 1e-3 and np.all(np.diff(t) < 0)
     assert cfg["anneal"]["n_validation"] == 1000
+
+
+def test_sample_robot_arm_anneal_config_is_valid():
+    cfg = an.load_config(SAMPLE_RUNS / "anneal_robot_arm.toml")
+    assert cfg["data"]["name"] == "robot-arm" and cfg["architecture"]["name"] == "mlp-regression"
+    assert cfg["architecture"]["noise_std"] == 0.05 and cfg["anneal"]["n_validation"] == 50
 
 
 def test_docs_list_every_anneal_key_with_its_default():
@@ -400,3 +406,113 @@ def test_cli_progress_lines_and_summary(tmp_path, mnist_dir):
     res2 = CliRunner().invoke(main, ["anneal", str(cfg), "--out", str(tmp_path / "o"),
                                      "--resume", "--json"])
     assert res2.exit_code == 0 and json.loads(res2.stdout)["best"] == s["best"]
+
+
+# --- regression sets: validation cases held out of the training set -------------------------
+
+ARM = {
+    "run": {"seed": 5},
+    "data": {"name": "robot-arm"},
+    "architecture": {"name": "mlp-regression", "hidden": [4], "noise_std": 0.05,
+                     "hierarchical": False},
+    "anneal": {"t_start": 20.0, "t_end": 0.05, "n_temperatures": 5, "n_trajectories": 6,
+               "burn_in": 2, "patience": 2, "n_validation": 30, "adapt_every": 3},
+    "sampler": {"n_leapfrog": 20},
+}
+
+
+def _arm_cfg(**anneal):
+    raw = {k: dict(v) for k, v in ARM.items()}
+    raw["anneal"].update(anneal)
+    return an.resolve_config(raw)
+
+
+def _arm_outputs(theta, x):
+    """An independent NumPy 2-4-2 tanh network (weights in the architecture's order)."""
+    w1, b1 = theta[:8].reshape(4, 2), theta[8:12]
+    w2, b2 = theta[12:20].reshape(2, 4), theta[20:22]
+    return np.tanh(x @ w1.T + b1) @ w2.T + b2
+
+
+def test_regression_validation_is_held_out_of_the_training_set():
+    from thermonet.data import load_data
+
+    train = load_data("robot-arm").train
+    seed = np.random.SeedSequence(5).spawn(3)[2]
+    val, rest = an.hold_out(train, 30, seed)
+    assert len(val) == 30 and len(rest) == len(train) - 30
+    assert np.intersect1d(val.indices, rest.indices).size == 0
+    np.testing.assert_array_equal(np.sort(np.concatenate([val.indices, rest.indices])),
+                                  np.sort(train.indices))
+    rows = {int(i): r for r, i in enumerate(train.indices)}
+    np.testing.assert_array_equal(val.y, train.y[[rows[int(i)] for i in val.indices]])
+    assert val.provenance["pool"] == "train" and val.task == "regression"
+    again, _ = an.hold_out(train, 30, np.random.SeedSequence(5).spawn(3)[2])
+    np.testing.assert_array_equal(again.indices, val.indices)          # seeded
+    with pytest.raises(ThermonetError, match=r"n_validation = 200 .* expected 1 <= "):
+        an.hold_out(train, 200, seed)
+    with pytest.raises(ConfigError, match="use auto or train"):
+        an.hold_out(train, 30, seed, "mnist")
+    d50 = load_data("D50").train
+    with pytest.raises(ConfigError, match="expected a multiple of 10"):
+        an.make_validation(d50, 55, seed)
+    with pytest.raises(ConfigError, match="use auto, mnist or embedded"):
+        an.make_validation(d50, 50, seed, "train")
+
+
+@pytest.fixture(scope="module")
+def arm_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("anneal_arm") / "arm"
+    ann = an.Annealer.create(_arm_cfg(), out).run()
+    return out, ann
+
+
+def test_regression_anneal_numbers_reproduce_independently(arm_run):
+    """The robot arm: squared errors (summed over both outputs, mean over cases) and the
+    likelihood energies -ln p(D|w) of the returned vector, recomputed with NumPy."""
+    out, ann = arm_run
+    s = ann.s
+    assert ann.is_done and s.validation.task == "regression"
+    assert len(s.split.train) == 170 and len(s.test) == 200
+    theta = an.read_anneal(out)["theta"]
+    np.testing.assert_array_equal(theta, ann.best_theta)
+    tau = 1.0 / 0.05 ** 2
+
+    def sq(data):
+        return float(np.mean(np.sum((_arm_outputs(theta, data.x) - data.y) ** 2, axis=1)))
+
+    def nll(data):
+        r = _arm_outputs(theta, data.x) - data.y
+        return tau * 0.5 * np.sum(r * r) + 0.5 * r.size * np.log(2 * np.pi / tau)
+
+    v = s.validation
+    assert ann.best["val_error"] == pytest.approx(sq(v), rel=1e-12)
+    assert ann.best["val_energy_per_point"] == pytest.approx(nll(v) / len(v), rel=1e-12)
+    assert ann.best["train_error"] == pytest.approx(sq(s.split.train), rel=1e-12)
+    assert ann.best["train_energy"] == pytest.approx(nll(s.split.train), rel=1e-12)
+    assert ann.best["test"]["error"] == pytest.approx(sq(s.test), rel=1e-12)
+    assert ann.best["test"]["energy_per_point"] == pytest.approx(nll(s.test) / len(s.test),
+                                                                 rel=1e-12)
+    assert ann.best["val_error"] == min(ann.table["val_error_min"])
+    summary = json.loads((out / an.ANNEAL_JSON).read_text())
+    assert summary["error_kind"] == "squared" and summary["validation"]["pool"] == "train"
+
+
+def test_regression_anneal_resumes_bit_for_bit(arm_run, tmp_path):
+    _, straight = arm_run
+    out = tmp_path / "r"
+    an.Annealer.create(_arm_cfg(), out).run(max_temperatures=2)
+    resumed = an.Annealer.open(out, _arm_cfg()).run()
+    _assert_same(resumed, straight)
+
+
+def test_regression_anneal_cli_prints_squared_errors(tmp_path):
+    import tomli_w
+
+    cfg = tmp_path / "arm.toml"
+    cfg.write_bytes(tomli_w.dumps(ARM).encode())
+    res = CliRunner().invoke(main, ["anneal", str(cfg), "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert "validation 30 cases (train pool)" in res.output
+    test_line = next(ln for ln in res.output.splitlines() if ln.startswith("test "))
+    assert "%" not in test_line and "robot-arm-test" in test_line

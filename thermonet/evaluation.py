@@ -20,6 +20,27 @@ def classification_error(arch: Architecture, theta: FloatArray, x: FloatArray,
     return float(np.mean(np.argmax(p, axis=1) != y))
 
 
+def squared_error(arch: Any, theta: FloatArray, data: Any) -> float:
+    """Squared error of the network's outputs summed over the outputs, averaged over the cases
+    of a regression set, in the data file's units (Neal 1993's measure). ``arch`` is a
+    regression architecture (it has ``predict``)."""
+    from thermonet.analysis.samples import squared_error as per_case_mean
+    from thermonet.data import to_original_units
+
+    if len(data) == 0:
+        return float("nan")
+    f, y = to_original_units(data, arch.predict(theta, data.x))
+    return per_case_mean(f, y)
+
+
+def prediction_error(arch: Architecture, theta: FloatArray, data: Any) -> float:
+    """:func:`classification_error` on a classification set, :func:`squared_error` on a
+    regression set."""
+    if data.task == "regression":
+        return squared_error(arch, theta, data)
+    return classification_error(arch, theta, data.x, data.y)
+
+
 def evaluate(arch: Architecture, split: Any, theta: FloatArray,
              prior: BoxPrior | None = None) -> dict[str, Any]:
     """Training and test energy (total and per point), errors, max |dE/dw| and the box.
@@ -36,15 +57,18 @@ def evaluate(arch: Architecture, split: Any, theta: FloatArray,
     -------
     dict
         JSON-serialisable: ``n_params``, ``train_energy``, ``train_energy_per_point``,
-        ``test_energy``, ``test_energy_per_point``, ``train_error``, ``test_error`` (fractions),
+        ``test_energy``, ``test_energy_per_point``, ``train_error``, ``test_error`` (fractions
+        misclassified, or squared errors of a regression set: ``error_kind``),
         ``max_abs_grad``, ``in_prior_box``, ``log_prior_volume`` (= sum ln sigma_i), and the data
         set names, sizes and test-set kind.
     """
     prior = BoxPrior.for_architecture(arch) if prior is None else prior
     train, test = split.train, split.test
-    pot_train = arch.potential(train)
-    e_train, grad = pot_train.energy_and_grad(theta)
-    e_test = arch.potential(test).energy(theta)
+    pot_train, pot_test = arch.potential(train), arch.potential(test)
+    _, grad = pot_train.energy_and_grad(theta)
+    # E(D|w): a regression network's potential also holds its Gaussian prior term
+    e_train = getattr(pot_train, "likelihood_energy", pot_train.energy)(theta)
+    e_test = getattr(pot_test, "likelihood_energy", pot_test.energy)(theta)
     n_tr, n_te = len(train.y), len(test.y)
     return {
         "architecture": arch.describe(),
@@ -58,8 +82,9 @@ def evaluate(arch: Architecture, split: Any, theta: FloatArray,
         "train_energy_per_point": float(e_train / n_tr) if n_tr else float("nan"),
         "test_energy": float(e_test),
         "test_energy_per_point": float(e_test / n_te) if n_te else float("nan"),
-        "train_error": classification_error(arch, theta, train.x, train.y),
-        "test_error": classification_error(arch, theta, test.x, test.y),
+        "error_kind": "squared" if train.task == "regression" else "classification",
+        "train_error": prediction_error(arch, theta, train),
+        "test_error": prediction_error(arch, theta, test),
         "max_abs_grad": float(np.max(np.abs(grad))) if grad.size else 0.0,
         "in_prior_box": prior.contains(theta),
         "n_outside_prior_box": prior.n_outside(theta),

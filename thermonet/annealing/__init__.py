@@ -28,6 +28,10 @@ thermonet (the union of D50, D500 and D5000; ``"embedded"``). The default ``"aut
 first that is available. The validation set never overlaps the test set: the official test set
 holds no MNIST training image, and when the test set is the complement of the training set the
 validation images are removed from it (the test set is then ``complement(D500) - validation``).
+On a regression set (the robot arm) the validation set is ``n_validation`` cases held out of
+the training set by a seeded permutation (:func:`hold_out`; ``validation_pool = "train"`` or
+``"auto"``), the anneal samples on the rest, and the errors are squared errors summed over the
+outputs and averaged over the cases (Neal 1993's measure).
 
 Reproducibility
 ---------------
@@ -80,6 +84,7 @@ from thermonet.annealing.store import (
     write_chain,
 )
 from thermonet.annealing.validation import (
+    hold_out,
     make_validation,
     validation_pool_images,
     without,
@@ -103,6 +108,7 @@ __all__ = [
     "build",
     "chain_state",
     "geometric_schedule",
+    "hold_out",
     "load_config",
     "log",
     "make_validation",

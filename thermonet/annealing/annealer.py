@@ -28,7 +28,7 @@ from thermonet.annealing.store import (
     read_anneal,
     write_chain,
 )
-from thermonet.annealing.validation import make_validation, without
+from thermonet.annealing.validation import hold_out, make_validation, without
 from thermonet.errors import CheckpointMismatchError, ConfigError
 from thermonet.io.atomic import temp_path, write_h5, write_text
 from thermonet.io.h5 import write_header
@@ -69,11 +69,16 @@ def build(cfg: cfgmod.ResolvedConfig) -> Setup:
                                         if k != "name"})
     split = load_data(cfg["data"]["name"], test=cfg["data"]["test"])
     a = cfg["anneal"]
-    val = make_validation(split.train, a["n_validation"], seeds[2], a["validation_pool"])
-    test = split.test
-    if split.test_kind == "complement":
-        test = without(test, val.indices, f"{test.name}-validation")
-    DataSplit(split.train, test, split.test_kind)    # validates
+    if split.train.task == "regression":
+        val, rest = hold_out(split.train, a["n_validation"], seeds[2], a["validation_pool"])
+        split = DataSplit(rest, split.test, split.test_kind)
+        test = split.test
+    else:
+        val = make_validation(split.train, a["n_validation"], seeds[2], a["validation_pool"])
+        test = split.test
+        if split.test_kind == "complement":
+            test = without(test, val.indices, f"{test.name}-validation")
+        DataSplit(split.train, test, split.test_kind)    # validates
     prior = BoxPrior.for_architecture(arch)
     s = cfg["sampler"]
     masses = cfgmod.sampler_masses(arch, s["mass"])
@@ -215,11 +220,14 @@ class Annealer:
         return self.status != "running"
 
     def _validation(self, theta: FloatArray) -> tuple[float, float]:
-        from thermonet.evaluation import classification_error
+        """Error and energy per point on the validation set; the energy is -ln p(D_val|w)
+        without a regression network's prior term."""
+        from thermonet.evaluation import prediction_error
 
         v = self.s.validation
-        err = classification_error(self.s.arch, theta, v.x, v.y)
-        return err, float(self.s.val_potential.energy(theta)) / len(v)
+        pot = self.s.val_potential
+        energy = getattr(pot, "likelihood_energy", pot.energy)(theta)
+        return prediction_error(self.s.arch, theta, v), float(energy) / len(v)
 
     def run(self, *, max_temperatures: int | None = None,
             progress: Callable[[Annealer], Any] | None = None) -> Annealer:
@@ -312,20 +320,21 @@ class Annealer:
 
     def _finish(self) -> None:
         """Evaluate the best parameters on the training and test sets; write the results."""
-        from thermonet.evaluation import classification_error, evaluate
+        from thermonet.evaluation import evaluate, prediction_error
 
         if self.best_theta is None:     # cannot happen: a finished anneal did a temperature
             raise ConfigError("the anneal finished without completing a temperature")
         arch, theta = self.s.arch, self.best_theta
         test = self.s.test
-        e_test = float(arch.potential(test).energy(theta))
+        pot_test = arch.potential(test)
+        e_test = float(getattr(pot_test, "likelihood_energy", pot_test.energy)(theta))
         full = evaluate(arch, self.s.split, theta, self.s.prior)
         self.best.update({
             "train_energy": full["train_energy"],
             "train_error": full["train_error"],
             "test": {"set": test.name, "kind": self.s.split.test_kind, "n": len(test),
                      "energy_per_point": e_test / len(test),
-                     "error": classification_error(arch, theta, test.x, test.y)},
+                     "error": prediction_error(arch, theta, test)},
             "test_full": {"set": full["test_set"], "n": full["n_test"],
                           "energy_per_point": full["test_energy_per_point"],
                           "error": full["test_error"]},
@@ -355,6 +364,8 @@ class Annealer:
             "n_train": len(s.split.train),
             "validation": {"set": s.validation.name, "n": len(s.validation),
                            "pool": s.validation.provenance["pool"]},
+            "error_kind": ("squared" if s.validation.task == "regression"
+                           else "classification"),
             "test": {"set": s.test.name, "kind": s.split.test_kind, "n": len(s.test)},
             "schedule": [float(t) for t in s.schedule],
             "n_temperatures_done": self.n_done,

@@ -13,7 +13,7 @@ from typing import Any
 from thermonet import config as cfgmod
 from thermonet.errors import ConfigError
 
-VALIDATION_POOLS = ("auto", "mnist", "embedded")
+VALIDATION_POOLS = ("auto", "mnist", "embedded", "train")
 
 
 STARTS = ("draw", "minimum", "params")
@@ -51,12 +51,14 @@ ANNEAL_KEYS: _Schema = {
                "temperatures in the running average of the validation error"),
     "min_delta": (0.0, (float, int), (lambda v: v >= 0, "a number >= 0"),
                   "an improvement must lower the running average by more than this"),
-    "n_validation": (1000, (int,), (lambda v: v >= 10 and v % 10 == 0,
-                                    "a positive multiple of 10 (n/10 images per class)"),
-                     "validation images, n/10 per class"),
+    "n_validation": (1000, (int,), (lambda v: v >= 1, "a positive integer"),
+                     ("validation cases: MNIST images, n/10 per class (a multiple of 10), or "
+                      "cases held out of a regression training set")),
     "validation_pool": ("auto", (str,), (lambda v: v in VALIDATION_POOLS,
-                                         "one of auto, mnist, embedded"),
-                        "where validation images come from"),
+                                         "one of auto, mnist, embedded, train"),
+                        ("where validation cases come from: MNIST images outside the training "
+                         "set (auto, mnist, embedded), or the regression training set (auto, "
+                         "train)")),
     "start": ("draw", (str,), (lambda v: v in STARTS, "one of draw, minimum, params"),
               "initial parameters: standard draw, its minimum ([minimiser]), or a file"),
     "params": ("", (str,), None, "parameter file for start = \"params\""),
@@ -102,8 +104,8 @@ def resolve_config(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None =
                                            sources, given_sources)
     if out["data"]["path"]:
         raise ConfigError(f"data.path = {out['data']['path']!r}: thermonet anneal works on the "
-                          "named classification sets; run a user's regression file with "
-                          "thermonet run")
+                          "named data sets (the MNIST subsets and robot-arm); run a user's "
+                          "data file with thermonet run")
     for section, role in (("architecture", "architecture"), ("minimiser", "minimiser")):
         given = dict(doc.get(section, {}))
         name = given.pop("name", cfgmod.DEFAULT_NAMES[section])

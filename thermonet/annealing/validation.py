@@ -1,5 +1,6 @@
-"""The validation set: MNIST training images outside the training set, stratified by class,
-never overlapping the test set."""
+"""The validation set: for the MNIST classifiers, MNIST training images outside the training
+set, stratified by class, never overlapping the test set; for regression sets, cases held out
+of the training set (:func:`hold_out`)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,15 @@ def make_validation(train: Any, n: int, seed_seq: np.random.SeedSequence,
         Named ``validation(<train name>)``; ``provenance["pool"]`` says where it came from.
     """
     from thermonet.data import Dataset, normalise
-    from thermonet.errors import DataError
+    from thermonet.errors import ConfigError, DataError
 
+    if n % 10:
+        raise ConfigError(f"anneal.n_validation = {n}; the MNIST classifiers' validation set "
+                          "takes n/10 images of each class: expected a multiple of 10")
+    if pool == "train":
+        raise ConfigError("anneal.validation_pool = \"train\" holds cases out of a regression "
+                          f"training set; {train.name} is an MNIST training subset, whose "
+                          "validation images come from outside it: use auto, mnist or embedded")
     idx, labels, images16, used = validation_pool_images(train, pool)
     per_class = n // 10
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=10)
@@ -77,6 +85,44 @@ def make_validation(train: Any, n: int, seed_seq: np.random.SeedSequence,
             "selection": "stratified, n/10 per class, seeded permutation of the pool"}
     return Dataset(f"validation({train.name})", normalise(images16[rows]), labels[rows],
                    idx[rows], prov)
+
+
+def hold_out(train: Any, n: int, seed_seq: np.random.SeedSequence, pool: str = "auto"
+             ) -> tuple[Any, Any]:
+    """``n`` cases of a regression training set held out for validation, and the rest.
+
+    ``perm = default_rng(seed_seq).permutation(len(train))``; the first ``n`` of ``perm`` are
+    the validation set, the others the training set the anneal samples on (both in their
+    original order). As Neal (1993) notes of conventional training, the held-out cases are
+    lost to the fit.
+
+    Returns
+    -------
+    (Dataset, Dataset)
+        The validation set ``validation(<train name>)`` and the remaining training set
+        ``<train name>-validation``; ``provenance["pool"]`` is ``"train"``.
+    """
+    from thermonet.data import Dataset
+    from thermonet.errors import ConfigError, DataError
+
+    if pool not in ("auto", "train"):
+        raise ConfigError(f"anneal.validation_pool = {pool!r} draws MNIST images; the regression "
+                          f"set {train.name} holds its validation cases out of the training "
+                          "set: use auto or train")
+    if not 1 <= n < len(train):
+        raise DataError(f"anneal.n_validation = {n} for the {len(train)} training cases of "
+                        f"{train.name}; expected 1 <= n_validation < {len(train)} (the rest is "
+                        "what the anneal fits)")
+    perm = np.random.default_rng(seed_seq).permutation(len(train))
+    held, kept = np.sort(perm[:n]), np.sort(perm[n:])
+    base = dict(train.provenance)
+    val = Dataset(f"validation({train.name})", train.x[held], train.y[held],
+                  train.indices[held], {**base, "role": "validation", "pool": "train",
+                                        "train_set": train.name,
+                                        "selection": "seeded permutation of the training set"})
+    rest = Dataset(f"{train.name}-validation", train.x[kept], train.y[kept],
+                   train.indices[kept], {**base, "removed": n})
+    return val, rest
 
 
 def without(data: Any, indices: IntArray, name: str) -> Any:

@@ -20,6 +20,11 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
 
 
+def _sq(v: Any) -> str:
+    """A regression set's squared error."""
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.5g}"
+
+
 @click.command(short_help="Simulated annealing with validation early stopping (paper Sec. 5).")
 @click.argument("config_path", metavar="CONFIG.toml", type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -73,11 +78,12 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
         if not q:
             v = ann.s.validation
             click.echo(f"anneal in {out}: {ann.s.arch.name} on {ann.s.split.train.name}, "
-                       f"validation {len(v)} images ({v.provenance['pool']} pool), test "
+                       f"validation {len(v)} cases ({v.provenance['pool']} pool), test "
                        f"{ann.s.test.name} ({len(ann.s.test)}), {len(ann.s.schedule)} "
                        f"temperatures", err=True)
     n_total = len(ann.s.schedule)
     t0 = time.monotonic()
+    err = _sq if ann.s.validation.task == "regression" else _pct
 
     def progress(a: Annealer) -> None:
         if q:
@@ -87,9 +93,9 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
         best = a.best
         click.echo(f"T {k + 1}/{n_total} = {t['temperature'][k]:.4g}  acc "
                    f"{t['acceptance'][k]:.2f}  dt {t['step_size'][k]:.3g}  <E> "
-                   f"{t['energy_mean'][k]:.5g}  val err {_pct(t['val_error_mean'][k])} "
-                   f"(run. avg {_pct(t['running_average'][k])}; best vector "
-                   f"{_pct(best.get('val_error'))} at T = {best.get('temperature', math.nan):.4g})"
+                   f"{t['energy_mean'][k]:.5g}  val err {err(t['val_error_mean'][k])} "
+                   f"(run. avg {err(t['running_average'][k])}; best vector "
+                   f"{err(best.get('val_error'))} at T = {best.get('temperature', math.nan):.4g})"
                    f"  {t['seconds'][k]:.1f} s  elapsed {time.monotonic() - t0:.0f} s",
                    err=True)
 
@@ -110,13 +116,13 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
                f"{summary['cpu_s']:.1f} s CPU)")
     click.echo(f"best vector    T = {b['temperature']:.6g} (temperature "
                f"{b['temperature_index'] + 1}, trajectory {b['trajectory'] + 1})")
-    click.echo(f"validation     error {_pct(b['val_error'])}, energy "
+    click.echo(f"validation     error {err(b['val_error'])}, energy "
                f"{b['val_energy_per_point']:.6g} per point ({summary['validation']['set']}, "
                f"{summary['validation']['n']})")
-    click.echo(f"train          error {_pct(b['train_error'])}, energy "
+    click.echo(f"train          error {err(b['train_error'])}, energy "
                f"{b['train_energy']:.6g}")
     ts = b["test"]
-    click.echo(f"test           error {_pct(ts['error'])}, energy {ts['energy_per_point']:.6g} "
+    click.echo(f"test           error {err(ts['error'])}, energy {ts['energy_per_point']:.6g} "
                f"per point ({ts['set']}, {ts['n']})")
     click.echo(f"saved          {out / ANNEAL_H5} (best parameters: dataset theta), "
                f"{out / 'anneal.json'}")
