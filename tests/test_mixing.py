@@ -419,3 +419,48 @@ def test_a_key_an_older_run_lacks_counts_as_its_default():
                          "slow_band_trajectories": 9}}
     assert config_difference(old, banded) == "ladder.slow_band = '(unset)' vs [1.0, 2.0]"
     assert config_difference({"x": {"y": 1}}, {"x": {}}) == "x.y = 1 vs '(unset)'"
+
+
+def test_compare_reports_the_hyperparameters_widths(tmp_path):
+    """Two hmc-gibbs runs of a small regression network (seeds 1 and 2): compare holds one
+    R-hat and ESS per recorded hyperparameter, of its width 1/sqrt(precision), equal to the
+    diagnostics of the traces' hyper_k read here; the names are the model's."""
+    from thermonet import config as cfgmod
+    from thermonet.analysis.convergence import chain_diagnostics
+    from thermonet.runner import Run, detach_log
+
+    toml = tmp_path / "arm.toml"
+    toml.write_text("""
+[run]
+seed = 1
+n_iterations = 30
+sample_every = 10
+discard = 0.2
+[data]
+name = "robot-arm"
+[architecture]
+name = "mlp-regression"
+hidden = [3]
+[init]
+minimise = false
+burn_in = [2]
+[sampler]
+name = "hmc-gibbs"
+n_leapfrog = 10
+step_size = 0.002
+adapt_method = "fixed"
+""")
+    for seed in (1, 2):
+        Run.create(cfgmod.load(toml, {"run.seed": seed}), tmp_path / f"s{seed}").run()
+        detach_log()
+    c = compare_runs([tmp_path / "s1", tmp_path / "s2"])
+    assert c["hyperparameters"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
+    h = [ckpt.read_trace(tmp_path / f"s{seed}")["hyper_k"][6:] for seed in (1, 2)]
+    for j, name in enumerate(c["hyperparameters"]):
+        d = chain_diagnostics(np.stack([1.0 / np.sqrt(x[:, :, j]) for x in h]))
+        assert c[f"width:{name}"]["n_draws"] == 24
+        np.testing.assert_allclose(c[f"width:{name}"]["rhat"], d["rhat"], rtol=1e-12)
+        np.testing.assert_allclose(c[f"width:{name}"]["ess_bulk"], d["ess_bulk"], rtol=1e-12)
+    res = CliRunner().invoke(main, ["compare", str(tmp_path / "s1"), str(tmp_path / "s2")])
+    assert res.exit_code == 0, res.output
+    assert "hyperparameter widths" in res.output and "noise R-hat" in res.output

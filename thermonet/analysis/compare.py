@@ -103,12 +103,29 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
                                         ck.temperatures)
     acceptance = (rung_acceptance(np.asarray(tr["n_accepted_k"])[start:], n_traj)
                   if n > start and "n_accepted_k" in tr else None)
+    hyper = np.asarray(tr["hyper_k"], dtype=np.float64)[start:] if (
+        n and "hyper_k" in tr and np.ndim(tr["hyper_k"]) == 3) else None
     series: dict[str, np.ndarray] = {}
     if (run_dir / "analysis.h5").is_file():
         series = read_analysis(run_dir / "analysis.h5").series
     return {"dir": run_dir, "config": cfg, "temperatures": np.asarray(ck.temperatures),
             "energy": energy, "passages": passages, "series": series, "discard": frac,
-            "acceptance": acceptance}
+            "acceptance": acceptance, "hyper": hyper}
+
+
+def hyper_names(cfg: dict[str, Any], n: int) -> list[str]:
+    """Names of the ``n`` recorded hyperparameters of a run (its architecture's
+    ``hyper_model``: group precisions, then the noise precision), or ``hyper0``, ... when the
+    architecture does not name them."""
+    from thermonet import registry
+
+    a = dict(cfg.get("architecture", {}))
+    try:
+        arch = registry.get_architecture(a.pop("name"), **a)
+        names = list(arch.hyper_model(1).names())
+    except Exception:        # a plugin without hyper_model, or one that needs its data
+        names = []
+    return names if len(names) == n else [f"hyper{j}" for j in range(n)]
 
 
 def _stack(chains: list[np.ndarray]) -> np.ndarray:
@@ -140,7 +157,9 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     dict
         ``runs``, ``temperatures``, ``n_draws``, one entry per observable
         (``train_energy`` and, if available, ``test_energy``, ``test_error``) holding
-        ``rhat``, ``ess_bulk``, ``ess_tail`` lists and ``n_draws``; ``restarts`` (total),
+        ``rhat``, ``ess_bulk``, ``ess_tail`` lists and ``n_draws``; for runs that record
+        hyperparameters (``hmc-gibbs``), ``hyperparameters`` (their names) and one entry
+        ``width:<name>`` each, of the width ``1/sqrt(precision)``; ``restarts`` (total),
         ``verdict`` (``mixed``, ``reasons``, ``flags``, ``text``).
 
     Raises
@@ -174,6 +193,15 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
         for name in SAMPLE_OBSERVABLES:
             observables[name] = _stack([np.asarray(r["series"][name], np.float64)
                                         for r in runs])
+    # hierarchical models: each recorded hyperparameter's width 1/sqrt(precision), one chain
+    # per run (invariant under the network's symmetries, unlike the weights)
+    widths = [r["hyper"] for r in runs]
+    if all(w is not None and w.shape[2] > 0 for w in widths) and len(
+            {w.shape[2] for w in widths}) == 1:
+        names = hyper_names(ref["config"], widths[0].shape[2])
+        out["hyperparameters"] = names
+        for j, name in enumerate(names):
+            observables[f"width:{name}"] = _stack([1.0 / np.sqrt(w[:, :, j]) for w in widths])
     for name, draws in observables.items():
         d = chain_diagnostics(draws)
         out[name] = {"n_draws": int(draws.shape[1]),
@@ -224,4 +252,5 @@ def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
     return failed, flags
 
 
-__all__ = ["FREE_KEYS", "FREE_SECTIONS", "SAMPLE_OBSERVABLES", "compare_runs", "config_difference"]
+__all__ = ["FREE_KEYS", "FREE_SECTIONS", "SAMPLE_OBSERVABLES", "compare_runs", "config_difference",
+           "hyper_names"]

@@ -24,7 +24,9 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
     Each run is one chain. Per temperature: the rank-normalised split-R-hat and the bulk and
     tail effective sample sizes of the training energy at that slot (after each run's
     discard; chains cut to the shortest), and of the test energy and error when every run
-    has an analysis.h5 from `thermonet analyse`. Then a one-line verdict: not mixed if the
+    has an analysis.h5 from `thermonet analyse`, and of each recorded hyperparameter's
+    width 1/sqrt(precision) (hmc-gibbs runs; an R-hat above 1.05 there is flagged). Then a
+    one-line verdict: not mixed if the
     largest R-hat of the training energy exceeds 1.05, no replica restarted, or any run has a
     frozen rung (its own acceptance below 0.05 there, the rule of `info` and `analyse`); bulk
     ESS below 100 is flagged (docs/analysis.md). Runs of different configurations (other than
@@ -52,4 +54,12 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
                         f"{_num(c[n]['ess_bulk'][k], 8, '.0f')} "
                         f"{_num(c[n]['ess_tail'][k], 8, '.0f')}" for n in obs)
         click.echo(f"{t:>9.4g}{cells}")
+    hyper = c.get("hyperparameters") or []
+    if hyper:
+        click.echo("hyperparameter widths 1/sqrt(precision):")
+        click.echo(f"{'T':>9}" + "".join(f" {n + ' R-hat':>24} {'ESS bulk':>8}" for n in hyper))
+        for k, t in enumerate(c["temperatures"]):
+            cells = "".join(f" {_num(c['width:' + n]['rhat'][k], 24, '.3f')} "
+                            f"{_num(c['width:' + n]['ess_bulk'][k], 8, '.0f')}" for n in hyper)
+            click.echo(f"{t:>9.4g}{cells}")
     click.echo(f"verdict    {c['verdict']['text']}")
