@@ -24,13 +24,12 @@ def squared_error(arch: Any, theta: FloatArray, data: Any) -> float:
     """Squared error of the network's outputs summed over the outputs, averaged over the cases
     of a regression set, in the data file's units (Neal 1993's measure). ``arch`` is a
     regression architecture (it has ``predict``)."""
-    from thermonet.analysis.samples import squared_error as per_case_mean
     from thermonet.data import to_original_units
 
     if len(data) == 0:
         return float("nan")
     f, y = to_original_units(data, arch.predict(theta, data.x))
-    return per_case_mean(f, y)
+    return float(np.mean(np.sum((f - y) ** 2, axis=1)))
 
 
 def prediction_error(arch: Architecture, theta: FloatArray, data: Any) -> float:
