@@ -118,13 +118,14 @@ def hyper_names(cfg: dict[str, Any], n: int) -> list[str]:
     ``hyper_model``: group precisions, then the noise precision), or ``hyper0``, ... when the
     architecture does not name them."""
     from thermonet import registry
+    from thermonet.errors import ThermonetError
 
     a = dict(cfg.get("architecture", {}))
     try:
         arch = registry.get_architecture(a.pop("name"), **a)
         names = list(arch.hyper_model(1).names())
-    except Exception:        # a plugin without hyper_model, or one that needs its data
-        names = []
+    except (AttributeError, TypeError, KeyError, ThermonetError):
+        names = []           # a plugin without hyper_model, or one whose model needs data
     return names if len(names) == n else [f"hyper{j}" for j in range(n)]
 
 

@@ -12,6 +12,16 @@ import numpy as np
 from thermonet.analysis.ladder import series_stats
 
 
+def _summary(names: list[str], w_nkj: np.ndarray) -> dict[str, Any]:
+    """Per slot, the posterior mean of each width in ``w_nkj`` (draws x slots x widths) with
+    its autocorrelation-aware standard error."""
+    stats = [[series_stats(w_nkj[:, k, j])[:2] for j in range(w_nkj.shape[2])]
+             for k in range(w_nkj.shape[1])]
+    return {"names": list(names), "quantity": "posterior mean of 1/sqrt(precision)",
+            "width": [[float(m) for m, _ in row] for row in stats],
+            "width_err": [[float(e) for _, e in row] for row in stats]}
+
+
 def hyper_widths(arch: Any, split: Any, h_nkj: Any) -> dict[str, Any]:
     """Posterior means of the widths ``1/sqrt(h)`` of recorded hyperparameters (``hyper_k``
     of an ``hmc-gibbs`` run: group precisions, then the noise precision), per temperature,
@@ -23,29 +33,19 @@ def hyper_widths(arch: Any, split: Any, h_nkj: Any) -> dict[str, Any]:
     names = hm().names()
     if len(names) != h.shape[2]:
         return {}
-    width = 1.0 / np.sqrt(h)
-    stats = [[series_stats(width[:, k, j])[:2] for j in range(h.shape[2])]
-             for k in range(h.shape[1])]
-    return {"names": names, "quantity": "posterior mean of 1/sqrt(precision)",
-            "width": [[float(m) for m, _ in row] for row in stats],
-            "width_err": [[float(e) for _, e in row] for row in stats]}
+    return _summary(names, 1.0 / np.sqrt(h))
 
 
 def with_state_widths(hyper: dict[str, Any], names: list[str], w_nkj: Any) -> dict[str, Any]:
     """``hyper`` (from :func:`hyper_widths`) with the widths of groups whose precisions are
     coordinates of the state (Neal's scale factors; ``w_nkj``: stored samples x slots x
     groups) put first, as the direct parameterisation lists its groups."""
-    w = np.asarray(w_nkj, dtype=np.float64)
-    stats = [[series_stats(w[:, k, j])[:2] for j in range(w.shape[2])]
-             for k in range(w.shape[1])]
-    rows = hyper.get("width") or [[] for _ in stats]
-    errs = hyper.get("width_err") or [[] for _ in stats]
-    return {"names": list(names) + list(hyper.get("names", [])),
-            "quantity": "posterior mean of 1/sqrt(precision)",
-            "width": [[float(m) for m, _ in st] + list(r) for st, r in zip(stats, rows,
-                                                                            strict=True)],
-            "width_err": [[float(e) for _, e in st] + list(r) for st, r in zip(stats, errs,
-                                                                              strict=True)]}
+    first = _summary(names, np.asarray(w_nkj, dtype=np.float64))
+    if not hyper:
+        return first
+    return {**first, "names": first["names"] + list(hyper["names"]),
+            **{key: [a + list(b) for a, b in zip(first[key], hyper[key], strict=True)]
+               for key in ("width", "width_err")}}
 
 
 __all__ = ["hyper_widths", "with_state_widths"]

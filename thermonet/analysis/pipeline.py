@@ -374,12 +374,11 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta, series)
 
 
-def _with_scale_factors(run_dir: Path, ck: Any, hyper: dict[str, Any], first_kept: int
-                        ) -> dict[str, Any]:
+def _with_scale_factors(run_dir: Path, ck: Any, arch: Any, split: Any, hyper: dict[str, Any],
+                        first_kept: int) -> dict[str, Any]:
     """``hyper`` with the group widths of a scale-factor model, read from its stored samples
     from iteration ``first_kept`` on (they are coordinates of the state, not in the trace's
     ``hyper_k``); unchanged if no sample is kept."""
-    arch, split = _build_model(ck.config_toml, None)[:2]
     tr = read_trace(run_dir, samples=True, run_uuid=ck.run_uuid, through=ck.iteration)
     theta = tr["samples_theta"][tr["samples_iteration"] >= first_kept]
     if theta.shape[0] == 0:
@@ -446,13 +445,17 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     out["replica_flow"] = None if flow is None else flow.to_dict()
     out["barrier"] = mx.swaps.barrier
     # hierarchical models: the hyperparameters' posterior means (names need the model)
-    out["hyperparameters"] = hyper_widths(*_build_model(ck.config_toml, None)[:2],
-                                          trimmed["hyper_k"][start:]) if (
-        "hyper_k" in trimmed and cfg.get("data", {}).get("name", "none") != "none"
-        and n_kept > 0) else {}
-    if cfg.get("architecture", {}).get("parameterisation") == "scale" and n_kept > 0:
-        out["hyperparameters"] = _with_scale_factors(run_dir, ck, out["hyperparameters"],
-                                                     first_kept=start + 1)
+    out["hyperparameters"] = {}
+    scaled = cfg.get("architecture", {}).get("parameterisation") == "scale"
+    if (("hyper_k" in trimmed or scaled) and cfg.get("data", {}).get("name", "none") != "none"
+            and n_kept > 0):
+        arch, split = _build_model(ck.config_toml, None)[:2]
+        if "hyper_k" in trimmed:
+            out["hyperparameters"] = hyper_widths(arch, split, trimmed["hyper_k"][start:])
+        if scaled:
+            out["hyperparameters"] = _with_scale_factors(run_dir, ck, arch, split,
+                                                         out["hyperparameters"],
+                                                         first_kept=start + 1)
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)
     out["verdict_reasons"] = list(mx.verdict.reasons)
