@@ -480,3 +480,15 @@ def test_a_kernel_call_with_a_generator_is_unsafe_to_interrupt_throughout():
     in_ctypes = [ok for name, ok in frames if f"{os.sep}ctypes{os.sep}" in name]
     assert in_ctypes, frames                # the premise: the unboxing calls back into ctypes
     assert all(ok for _, ok in frames), [f for f in frames if not f[1]]
+
+
+def test_resume_shows_progress_unless_quiet(gauss_cfg, tmp_path):
+    """A resumed run reports its progress as a new one does (it used to be silent for hours)."""
+    out = tmp_path / "r"
+    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    res = _invoke("resume", out, "--iterations", "15")
+    assert res.exit_code == 0, res.output
+    assert f"resuming {out} at iteration 12" in res.output
+    assert "iteration 15/15" in res.output and "done: the run in" in res.output
+    quiet = _invoke("-q", "resume", out, "--iterations", "18")
+    assert quiet.exit_code == 0 and quiet.output == ""

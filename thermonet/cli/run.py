@@ -70,7 +70,7 @@ def _advance(ctx: click.Context, open_run: Any, quiet: bool, banner: str) -> Non
     from thermonet.runner import detach_log
 
     root = parallel.active_world().is_root
-    if not quiet:
+    if banner and not quiet:
         click.echo(banner, err=True)
     with interrupt.handling() as stop:
         try:
@@ -126,7 +126,10 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
             click.echo(f"resuming {run_dir} at iteration {run_.iteration}", err=True)
         return run_
 
-    _advance(ctx, open_run, True, "")
+    _advance(ctx, open_run, quiet, "")
+    if not quiet:
+        click.echo(f"done: the run in {run_dir} is complete  (summary: thermonet info "
+                   f"{run_dir})", err=True)
 
 
 def _keep_backend(run_dir: Path) -> None:
