@@ -33,9 +33,8 @@ def training_energy(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     from thermonet.io.trace import read_trace
 
     ck = read_checkpoint(run_dir)
-    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
-    keep = np.asarray(tr["iteration"]) <= ck.iteration
-    energy = np.asarray(tr["energy_k"], dtype=np.float64)[keep]
+    tr = read_trace(run_dir, run_uuid=ck.run_uuid, through=ck.iteration)
+    energy = np.asarray(tr["energy_k"], dtype=np.float64)
     discard = float(parse_toml(ck.config_toml).get("run", {}).get("discard", 0.2))
     return np.asarray(ck.temperatures, dtype=np.float64), energy[math.floor(discard * len(energy)):]
 
