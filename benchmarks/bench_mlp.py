@@ -595,10 +595,12 @@ def main(argv=None) -> int:
               f"{a2['x_jax']:.2f}x  {'MET' if worst >= 2.5 else 'NOT MET'}")
     a3 = s(("thermonet", "float64", 2, 5000))
     if a3 and a3["pk"] is not None:
-        print(f"  N=5000, 2 threads: >= 60% of 2-thread float64 GEMM peak -> "
-              f"{a3['pk_full']:.1f}% on the issue's 83,040 FLOP/pt count "
-              f"({'MET' if a3['pk_full'] >= 60 else 'NOT MET'}), {a3['pk']:.1f}% on the "
-              f"62,560 FLOP/pt actually computed ({'MET' if a3['pk'] >= 60 else 'NOT MET'})")
+        # issue 17 asks for 70 % on the FLOP actually computed; an earlier issue for 60 % on
+        # its 83,040 FLOP/pt count, which includes the input-pixel gradient nobody computes
+        print(f"  N=5000, 2 threads: >= 70% of 2-thread float64 GEMM peak on the 62,560 "
+              f"FLOP/pt actually computed -> {a3['pk']:.1f}% "
+              f"({'MET' if a3['pk'] >= 70 else 'NOT MET'}); >= 60% on the 83,040 FLOP/pt "
+              f"count -> {a3['pk_full']:.1f}% ({'MET' if a3['pk_full'] >= 60 else 'NOT MET'})")
     for t in thread_counts:
         r64 = s(("thermonet", "float64", t, 5000))
         r32 = s(("thermonet", "float32", t, 5000))

@@ -16,7 +16,10 @@ WIDTHS = (256, 40, 40, 40, 10)
 
 
 def machine_busy() -> float | None:
-    """Busy CPU-seconds of the whole machine so far (from /proc/stat), or None."""
+    """Busy CPU-seconds of the whole machine so far (from /proc/stat), or None.
+
+    Steal time counts as busy: in a virtual machine it is the time the host gave this guest's
+    CPUs to others, which slows a timed loop as much as another process here does."""
     try:
         with open("/proc/stat") as fh:
             v = [int(t) for t in fh.readline().split()[1:]]
