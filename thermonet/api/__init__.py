@@ -12,17 +12,19 @@ from thermonet.api.architecture import Architecture
 from thermonet.api.descent import Descent, Walk
 from thermonet.api.integrator import IntegrationResult, Integrator
 from thermonet.api.minimiser import Minimiser, MinimiseResult
-from thermonet.api.potential import Potential, as_theta
-from thermonet.api.sampler import Sampler
+from thermonet.api.potential import NetworkSpec, Potential, as_theta
+from thermonet.api.sampler import HMCTransition, Sampler
 from thermonet.api.settings import build_config
 
 __all__ = [
            "Architecture",
            "Descent",
+           "HMCTransition",
            "IntegrationResult",
            "Integrator",
            "MinimiseResult",
            "Minimiser",
+           "NetworkSpec",
            "Potential",
            "Sampler",
            "Walk",

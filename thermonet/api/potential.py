@@ -15,7 +15,7 @@ compiled :meth:`~Potential.bridge_trajectory` for thermodynamic integration.
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,28 @@ def as_theta(theta: Any, n_params: int, *, what: str = "parameter vector",
         raise ParameterFileError(f"{what} contains {bad} non-finite value(s) (NaN or inf); "
                                  "expected finite numbers")
     return arr
+
+
+class NetworkSpec(NamedTuple):
+    """A fully connected network bound to data, described as data (no code), so that another
+    engine (:mod:`thermonet.accel`) can evaluate the same energy: the parameter layout is
+    :mod:`thermonet.kernels.mlp`'s (per layer ``W`` of shape ``(out, in)`` row-major, then
+    ``b``).
+
+    The energy is ``E = tau D(w) + const + sum_i prec_i w_i^2 / 2`` with the data term ``D``
+    the summed softmax cross-entropy (``loss = "cross_entropy"``, integer labels ``y``) or half
+    the summed squared error (``"half_sse"``, real targets ``y`` of shape ``(n, n_out)``).
+    ``terms()`` returns the current ``(tau, prec, const)`` (``prec`` of shape ``(n_params,)``):
+    a classifier's is ``(1, 0, 0)``, a regression network's follows its hyperparameters.
+    """
+
+    widths: tuple[int, ...]     #: layer widths, inputs first
+    hidden: str                 #: "logistic" or "tanh"
+    output: str                 #: "linear" or "logistic"
+    loss: str                   #: "cross_entropy" or "half_sse"
+    x: Any                      #: (n_data, n_inputs) float64 inputs
+    y: Any                      #: (n_data,) int64 labels or (n_data, n_out) float64 targets
+    terms: Any                  #: () -> (tau, prec, const), read at each evaluation
 
 
 class Potential(abc.ABC):
@@ -187,6 +209,12 @@ class Potential(abc.ABC):
         flat by construction (the Laplace evidence integrates them over the box exactly):
         ``(constant-input weights, softmax-shift directions)``. The default: none."""
         return np.zeros(self.n_params, dtype=bool), np.zeros(self.n_params, dtype=bool)
+
+    def network_spec(self) -> NetworkSpec | None:
+        """The network and data as plain arrays (:class:`NetworkSpec`), for engines that
+        evaluate the energy themselves (``[run] engine = "jax"``); None (the default): the
+        energy exists only as this class's code, and such engines refuse the potential."""
+        return None
 
     def prior_sample(self, rng: np.random.Generator, hyper: FloatArray | None = None
                      ) -> FloatArray | None:

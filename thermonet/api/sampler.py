@@ -29,6 +29,28 @@ from thermonet.errors import ConfigError
 from thermonet.types import FloatArray
 
 
+class HMCTransition(NamedTuple):
+    """One slot's HMC transition described as data (:meth:`Sampler.hmc_transition`), for
+    engines that run the transitions of a whole ladder themselves (``[run] engine = "jax"``).
+
+    A transition draws momenta ``p ~ N(0, m T)``, runs ``L`` velocity-Verlet steps of ``dt``
+    (each jittered as :class:`thermonet.samplers.hmc.HMCConfig` says) with reflecting walls or
+    the end-point test, and accepts with ``min(1, exp(-dH/T))``; its state is
+    ``(theta, energy, grad, step_size)``.
+    """
+
+    n_leapfrog: int              #: L
+    step_size_jitter: float      #: j: dt * U(1 - j, 1 + j) per trajectory
+    n_leapfrog_jitter: float     #: j: L' uniform on [max(1, ceil((1 - j) L)), L]
+    reflect: bool                #: reflecting walls (else the end-point test)
+    runaway: float               #: the end-point mode's runaway guard, in box half-widths
+    float32: bool                #: float32 gradients, end-point energy recomputed in float64
+    temperature: float           #: T
+    inv_mass: Any                #: (n_params,) 1/m
+    half_width: Any              #: (n_params,) box half-widths (inf without a box)
+    state_cls: Any               #: the state class, built from its four fields by name
+
+
 class Sampler(abc.ABC):
     """Base class of sampler plugins (entry-point group ``thermonet.samplers``).
 
@@ -145,6 +167,12 @@ class Sampler(abc.ABC):
         rescale the momenta by ``sqrt(T / donor_temperature)``).
         """
         return donor._replace(step_size=state.step_size)
+
+    def hmc_transition(self) -> HMCTransition | None:
+        """The sampler's transition as data, if it is a plain HMC transition that an engine
+        may run itself (:class:`HMCTransition`); None (the default): only :meth:`step` can
+        run it."""
+        return None
 
     def with_temperature(self, temperature: float) -> Sampler:
         """The same sampler (same potential object, settings and masses) at another T."""

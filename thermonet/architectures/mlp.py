@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet.api import Architecture, Potential, as_theta
+from thermonet.api import Architecture, NetworkSpec, Potential, as_theta
 from thermonet.api.architecture import (
     UnitSymmetry,
     mlp_param_groups,
@@ -196,6 +196,15 @@ class MLPPotential(Potential):
             shift[start + (n_c - 1) * n_last:start + n_c * n_last] = True
             shift[d - 1] = True
         return const, shift
+
+    def network_spec(self) -> NetworkSpec:
+        """The network and its training data as plain arrays (the summed cross-entropy)."""
+        zero = np.zeros(self.n_params)
+        return NetworkSpec(
+            tuple(int(w) for w in self._widths),
+            "tanh" if self._out & k.HIDDEN_TANH else "logistic",
+            "logistic" if (self._out & k.OUTPUT_MASK) == k.LOGISTIC else "linear",
+            "cross_entropy", self.x.astype(np.float64), self.y, lambda: (1.0, zero, 0.0))
 
     def bridge_trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
                           inv_mass: FloatArray, step: float, n_steps: int, wall: int,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from thermonet.api import Potential, as_theta
+from thermonet.api import NetworkSpec, Potential, as_theta
 from thermonet.api.hyper import HyperModel
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import mlp as k
@@ -202,6 +202,14 @@ class RegressionPotential(Potential):
             self.kact, self.kx, self.ky, self.block, self._work, self._partial, self.tau,
             self.prec, self.const)
         return float(e), int(n), int(status), int(n_ref)
+
+    def network_spec(self) -> NetworkSpec:
+        """The network and its data as plain arrays; ``terms`` reads the current noise
+        precision, weight precisions and normalising constant."""
+        return NetworkSpec(
+            tuple(int(w) for w in self._widths),
+            "tanh" if self._act & k.HIDDEN_TANH else "logistic", "linear", "half_sse",
+            self.x, self.y, lambda: (self.tau, self.prec, self.const))
 
     def hvp(self, theta: FloatArray, v_kp: FloatArray, *, threads: int | None = None
             ) -> FloatArray:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet.api import Sampler, adaptation, as_theta, settings
+from thermonet.api import HMCTransition, Sampler, adaptation, as_theta, settings
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.samplers.windows import windowed_transition
@@ -246,6 +246,16 @@ class HMC(Sampler):
         info = HMCInfo(accepted, float(log_a), float(d_h), state.energy, float(e1), divergent,
                        in_box, int(n_done), int(n_ref), dt)
         return theta, float(e1), grad, info, log_u
+
+    def hmc_transition(self) -> HMCTransition | None:
+        """:meth:`step` as data (no accept/reject windows), for engines that run it
+        themselves; None with windows."""
+        c = self.config
+        if c.window > 1:
+            return None
+        return HMCTransition(c.n_leapfrog, c.step_size_jitter, c.n_leapfrog_jitter,
+                             self._wall == lf.WALL_REFLECT, c.runaway, self._mixed,
+                             self.temperature, self.inv_mass, self.half_width, HMCState)
 
     def trajectory_length(self, step_size: float, rng: np.random.Generator
                           ) -> tuple[float, int]:

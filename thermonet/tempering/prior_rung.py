@@ -79,6 +79,12 @@ class PriorRung:
         self.potential = inner.potential
         self.masses = inner.masses
 
+    @property
+    def draws_from_box(self) -> bool:
+        """Whether the draws come from the run's box prior (uniform in the box), not from a
+        prior of the potential's own."""
+        return self._own_sample is None
+
     def sample(self, rng: np.random.Generator) -> tuple[Any, Any]:
         """A configuration drawn from the prior, and its hyperparameters (None without a
         hierarchy): the potential's own proper prior if it has one
