@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from thermonet.accel import ENGINES
 from thermonet.config import budget
 from thermonet.config.data import DATA_KEYS, absolute_data_paths, resolve_data_file
 from thermonet.config.schema import (
@@ -77,6 +78,11 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                  ("where replicas run: auto (the ranks of an MPI job when mpiexec or srun "
                   "started several processes, else threads), threads, or mpi (docs/cluster.md); "
                   "never changes the result")),
+    "engine": ("numba", (str,), (lambda v: v in ENGINES, "one of " + ", ".join(ENGINES)),
+               ("what advances the replicas: numba (thermonet's compiled CPU kernels) or jax "
+                "(every slot of the ladder at once as batched arrays, on a GPU where JAX has "
+                "one; the `[jax]` extra); the chains agree in distribution, not bit for bit "
+                "(docs/cluster.md)")),
 }
 PRIOR_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "gaussian_std": (None, (float, int, dict), (

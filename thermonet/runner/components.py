@@ -21,6 +21,7 @@ from thermonet.errors import CheckpointMismatchError
 from thermonet.io import checkpoint as ckpt
 from thermonet.parallel import make_executor
 from thermonet.tempering import Ladder, ReplicaExchange, Streams
+from thermonet.tempering.device import DeviceReplicaExchange
 from thermonet.tempering.warmup import WarmUp
 
 log = logging.getLogger("thermonet.run")
@@ -83,20 +84,36 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
     minimiser = minimiser_cls(config=cfg.configs["minimiser"])
     sampler_cls = registry.load("sampler", cfg["sampler"]["name"])
     masses = cfgmod.sampler_masses(arch, cfg["sampler"]["mass"])
-    engine = ReplicaExchange(sampler_cls, potential, ladder if ladder is not None else cfg.ladder,
+    rungs = ladder if ladder is not None else cfg.ladder
+    potential, executor = _engine_parts(cfg, potential, rungs.n_temperatures)
+    engine_cls = DeviceReplicaExchange if cfg["run"]["engine"] == "jax" else ReplicaExchange
+    engine = engine_cls(sampler_cls, potential, rungs,
                              prior=prior, masses=masses,
                              sampler_config=cfg.configs["sampler"],
                              n_trajectories=cfg["ladder"]["n_trajectories"],
                              band=cfg["ladder"]["slow_band"],
                              band_trajectories=cfg["ladder"]["slow_band_trajectories"],
-                             swap=cfg.swap,
-                             executor=make_executor(cfg["run"]["workers"],
-                                                    cfg["run"]["executor"]))
+                             swap=cfg.swap, executor=executor)
     plugins = {}
     for section, role in cfgmod.PLUGIN_SECTIONS.items():
         name = cfg[section]["name"]
         plugins[f"{role}:{name}"] = registry.available(role)[name].as_dict()
     return Components(cfg, split, arch, prior, potential, minimiser, engine, plugins)
+
+
+def _engine_parts(cfg: cfgmod.RunConfig, potential: Any, n_slots: int) -> tuple[Any, Any]:
+    """The potential the samplers see and the executor of the slots, for ``[run] engine``."""
+    if cfg["run"]["engine"] != "jax":
+        return potential, make_executor(cfg["run"]["workers"], cfg["run"]["executor"])
+    from thermonet import accel
+    from thermonet.errors import ConfigError
+    from thermonet.parallel import mpi
+
+    if cfg["run"]["executor"] == "mpi" or (mpi.launcher_size() or 1) > 1:
+        raise ConfigError("engine = 'jax' advances the whole ladder in one process; it "
+                                 "does not run under MPI (executor = 'mpi' or several ranks); "
+                                 "start one process, or use engine = 'numba' with MPI")
+    return accel.jax_engine_parts(potential, n_slots)
 
 
 def stack_slots(slots: tuple[Any, ...]) -> dict[str, np.ndarray]:
