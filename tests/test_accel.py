@@ -435,3 +435,19 @@ def test_the_jax_engine_refuses_mpi_in_one_line(tmp_path):
     cfg = cfgmod.load(p, {"run.executor": "mpi"})
     with pytest.raises(ConfigError, match="does not run under MPI"):
         components.build(cfg)
+
+
+def test_a_jax_run_without_a_gpu_says_so_in_one_line(tmp_path, caplog):
+    import logging
+
+    from thermonet.runner import components
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("JAX has a GPU here")
+    p = tmp_path / "c.toml"
+    p.write_text(RUN)
+    with caplog.at_level(logging.INFO):
+        built = components.build(cfgmod.load(p))
+    lines = [r.getMessage() for r in caplog.records if "JAX" in r.getMessage()]
+    assert len(lines) == 1 and "no GPU" in lines[0] and "engine = 'numba'" in lines[0]
+    assert built.engine.on_device

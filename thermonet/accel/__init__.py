@@ -9,6 +9,7 @@ The samplers, the warm-up, the swaps and the files are the same for both engines
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from thermonet.errors import ConfigError
@@ -19,6 +20,8 @@ ENGINES = ("numba", "jax")
 
 def require_jax() -> Any:
     """The ``jax`` module, or a one-line error saying how to install it."""
+    # JAX logs at INFO every platform it could not open (TPU on a GPU machine): not news here
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     try:
         import jax
     except ImportError as err:

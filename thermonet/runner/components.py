@@ -113,7 +113,14 @@ def _engine_parts(cfg: cfgmod.RunConfig, potential: Any, n_slots: int) -> tuple[
         raise ConfigError("engine = 'jax' advances the whole ladder in one process; it "
                                  "does not run under MPI (executor = 'mpi' or several ranks); "
                                  "start one process, or use engine = 'numba' with MPI")
-    return accel.jax_engine_parts(potential, n_slots)
+    parts = accel.jax_engine_parts(potential, n_slots)
+    where = accel.device_description()
+    if where.startswith("cpu"):
+        log.warning("engine = 'jax': JAX sees no GPU here, so the ladder runs on the CPU, "
+                    "about 2-3x slower than engine = 'numba' (docs/gpu.md)")
+    else:
+        log.info("engine = 'jax' on %s", where)
+    return parts
 
 
 def stack_slots(slots: tuple[Any, ...]) -> dict[str, np.ndarray]:
