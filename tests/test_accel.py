@@ -100,12 +100,19 @@ def _numba_trajectory(pot, theta, p, grad, inv_mass, step, n_steps, wall, hw, ru
     return th, pp, gg, e, n, status, n_ref
 
 
+@pytest.fixture(scope="module")
+def small_network():
+    """One classifier and its batched network, compiled once for the trajectory cases."""
+    arch, pot = _classifier((6,), n=29)
+    return arch, pot, BatchedNetwork(pot.network_spec())
+
+
 @pytest.mark.parametrize("wall", [lf.WALL_NONE, lf.WALL_REFLECT])
 @pytest.mark.parametrize("case", ["inside", "walls", "runaway", "nan"])
-def test_batched_trajectories_equal_the_compiled_kernel_row_by_row(wall, case):
+def test_batched_trajectories_equal_the_compiled_kernel_row_by_row(wall, case, small_network):
     """Every row of one batched call ends where the compiled trajectory kernel ends from the
     same start (same status, step count and reflections), and where the same row alone ends."""
-    arch, pot = _classifier((6,), n=29)
+    arch, pot, net = small_network
     k = 4
     hw = BoxPrior.for_architecture(arch).half_width
     if case in ("walls", "runaway"):
@@ -115,7 +122,6 @@ def test_batched_trajectories_equal_the_compiled_kernel_row_by_row(wall, case):
         theta[1, 3] = np.nan
     rng = np.random.default_rng(2)
     p = rng.standard_normal((k, pot.n_params)) * 3.0
-    net = BatchedNetwork(pot.network_spec())
     _, grad = net.energy_and_grad(np.nan_to_num(theta), *_terms(pot, k))
     inv_mass = rng.uniform(0.5, 2.0, (k, pot.n_params))
     step = np.array([0.01, 0.02, 0.005, 0.015])
