@@ -92,6 +92,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
     from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
     from thermonet.errors import ConfigError
+    from thermonet.io.outputs import check_output
 
     job = parallel.world(executor)
     parallel.require_same_backend(job)
@@ -104,12 +105,15 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     if not out.parent.is_dir():
         raise ConfigError(f"--out {out}: directory {out.parent} does not exist; create it or "
                           "choose another prefix")
-    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
-                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
-                    world=job)
     csv_path = out.with_name(out.name + ".csv")
     pairs_path = out.with_name(out.name + "_pairs.csv")
     h5_path = out.with_name(out.name + ".h5")
+    if prefix is not None:    # the default prefix is the run's own analysis files
+        for path in (csv_path, pairs_path, h5_path):
+            check_output(path)
+    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
+                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
+                    world=job)
 
     def write() -> None:
         a.to_csv(csv_path, pairs_path)

@@ -57,6 +57,7 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     from thermonet import config as cfgmod
     from thermonet.annealing import ANNEAL_H5, Annealer, load_config
     from thermonet.errors import ConfigError
+    from thermonet.io.outputs import refuse_owned
 
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; --resume continues the "
@@ -65,6 +66,7 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     commandline = {"run.seed": seed} if seed is not None else {}
     cfg = load_config(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    refuse_owned(out)     # never inside another run's kept files (its trace/)
     q = _quiet(ctx, quiet)
     if resume:
         if not (out / ANNEAL_H5).is_file():

@@ -107,6 +107,7 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
         format_table,
         run_evidence,
     )
+    from thermonet.io.outputs import refuse_owned
     from thermonet.runner import detach_log
 
     overrides = cfgmod.parse_set(list(sets))
@@ -117,6 +118,7 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
         commandline["evidence.convergence"] = False
     cfg = evcfg.load(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    refuse_owned(out)     # never inside another run's kept files (its trace/)
     if cfg["evidence"]["method"] == "mackay":
         _mackay(cfg, out, as_json, _quiet(ctx, quiet))
         return

@@ -87,7 +87,7 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: s
 
     done: list[dict[str, Any]] = []
     if out_path is not None:
-        from thermonet.io.atomic import check_output
+        from thermonet.io.outputs import check_output
 
         check_output(out_path)
     if archs is not None:

@@ -240,7 +240,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
 
 def _check_params_out(path: str) -> None:
     from thermonet.errors import ConfigError
-    from thermonet.io.atomic import check_output
+    from thermonet.io.outputs import check_output
 
     suffix = Path(path).suffix.lower()
     if suffix not in (".npy", ".json"):
@@ -384,7 +384,8 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     from thermonet import parallel
     from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
     from thermonet.data import load_data
-    from thermonet.io.atomic import check_output, write_npy
+    from thermonet.io.atomic import write_npy
+    from thermonet.io.outputs import check_output
     from thermonet.registry import get_architecture
 
     job = parallel.world(executor)

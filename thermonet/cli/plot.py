@@ -96,7 +96,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     """
     from thermonet import plotting
     from thermonet.errors import PlotError
-    from thermonet.io.atomic import check_output
+    from thermonet.io.outputs import check_output
 
     check_output(out_path)       # a directory, a path below a file, an unwritable directory
     plotting.check_out(out_path)
