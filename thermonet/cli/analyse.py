@@ -108,9 +108,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     csv_path = out.with_name(out.name + ".csv")
     pairs_path = out.with_name(out.name + "_pairs.csv")
     h5_path = out.with_name(out.name + ".h5")
-    if prefix is not None:    # the default prefix is the run's own analysis files
-        for path in (csv_path, pairs_path, h5_path):
-            check_output(path)
+    for path in (csv_path, pairs_path, h5_path):     # before the analysis (minutes)
+        check_output(path)
     a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
                     predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
                     world=job)

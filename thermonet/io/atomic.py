@@ -11,6 +11,7 @@ question.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -58,6 +59,16 @@ def crash_point(where: str, path: Path) -> None:
             os._exit(137)
 
 
+def discard(tmp: Path) -> None:
+    """Remove the temporary file ``tmp`` after a failed write, if there is one.
+
+    The clean-up never raises: on a read-only file system even removing a missing file fails
+    (EROFS), and that second error would hide the first, which says what went wrong.
+    """
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
@@ -79,7 +90,7 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
         _fsync_file(tmp)
     except BaseException:
         # a partial file helps nobody and, on a full disk, holds the space needed to go on
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
         raise
     crash_point("before-replace", path)
     os.replace(tmp, path)
