@@ -76,6 +76,31 @@ def test_standardisation_by_training_set_and_back(csv_file):
     assert np.allclose(f_orig, f * ytr.std(0) + ytr.mean(0), atol=1e-12)
 
 
+def test_standardising_values_near_the_float_limit_keeps_the_column(tmp_path):
+    # x1 around 1e307: sum(x**2) overflowed, sd became inf and x1 became 0 for every case
+    big = np.hstack([X[:, :1] * 1e306 + 1e307, X[:, 1:2], Y[:, :1]])
+    p = write_csv(tmp_path / "big.csv", ["x1", "x2", "y"], big.tolist())
+    with np.errstate(all="raise"):            # and no NumPy overflow warning either
+        s = load_file_split(p, outputs=["y"], standardise=True, seed=1)
+    assert np.allclose(s.train.x.mean(axis=0), 0, atol=1e-9)
+    assert np.allclose(s.train.x.std(axis=0), 1, atol=1e-9)
+    xtr = big[s.train.indices, 0] / 1e307          # the reference, computed without overflow
+    assert np.allclose(s.train.x[:, 0], (xtr - xtr.mean()) / xtr.std(), atol=1e-9)
+
+
+def test_a_column_that_cannot_be_standardised_is_refused(tmp_path):
+    # centring overflows: -1.7e308 minus a mean near +1.3e308 is -inf
+    col = [1.7e308] * 9 + [-1.7e308]
+    p = write_csv(tmp_path / "huge.csv", ["x1", "x2", "y"],
+                  [[c, float(k), float(k)] for k, c in enumerate(col * 2)])
+    with pytest.raises(DataError) as exc:
+        load_file_split(p, outputs=["y"], standardise=True, seed=1)
+    msg = str(exc.value)
+    assert "'x1'" in msg and "cannot be standardised" in msg and "standardise = false" in msg
+    s = load_file_split(p, outputs=["y"], standardise=False, seed=1)    # without: fine
+    assert np.all(np.isfinite(s.train.x))
+
+
 def test_regression_errors_are_in_the_files_units(csv_file):
     from thermonet.analysis.samples import evaluate_regression
     from thermonet.architectures.regression import RegressionMLP
