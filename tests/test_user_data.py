@@ -330,3 +330,39 @@ def test_config_records_the_hdf5_default_datasets(tmp_path):
     assert (cfg["data"]["inputs"], cfg["data"]["outputs"]) == (["inputs"], ["targets"])
     again = cfgmod.resolve(cfgmod.schema.parse_toml(cfg.to_toml()))
     assert again["data"] == cfg["data"]
+
+
+def test_a_named_set_and_a_file_together_are_refused(file_cfg, tmp_path):
+    # the name was ignored (the run trained on the file) yet recorded as `name = "D500"  # set`
+    out = tmp_path / "r"
+    res = CliRunner().invoke(main_cli(), ["-q", "run", str(file_cfg), "--out", str(out),
+                                          "--set", "data.name=D500"])
+    assert res.exit_code == 1, res.output
+    (line,) = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert "data.name = 'D500' (from --set)" in line and "both name the training data" in line
+    assert "--set data.path=\"\"" in line
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="from the configuration file"):
+        cfgmod.resolve({"data": {"name": "D50", "path": str(tmp_path / "sub" / "d.csv"),
+                                 "outputs": ["u"]},
+                        "architecture": {"name": "mlp-regression"}})
+    resolved = cfgmod.load(file_cfg)                 # a run's own record says name = "file"
+    again = cfgmod.resolve(cfgmod.schema.parse_toml(resolved.to_toml()))
+    assert again["data"]["name"] == "file"
+
+
+def test_a_checksum_given_by_hand_is_not_said_to_be_a_runs(file_cfg, tmp_path):
+    res = CliRunner().invoke(main_cli(), ["-q", "run", str(file_cfg), "--out",
+                                          str(tmp_path / "r"), "--set", "data.sha256=" + "0" * 64])
+    assert res.exit_code == 1, res.output
+    (line,) = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert "since the run recorded it" not in line
+    assert "data.sha256 = 000000000000... (from --set) does not match" in line
+    assert "drop the --set data.sha256" in line
+    assert not (tmp_path / "r").exists()
+
+
+def main_cli():
+    from thermonet.cli import main
+
+    return main
