@@ -18,6 +18,20 @@ import click
 log = logging.getLogger("thermonet.run")
 
 
+def in_range(rng: Any) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A Click callback that refuses a value outside ``rng`` (a
+    :class:`thermonet.config.ranges.Range`, the one a configuration key of the same meaning
+    uses) in one line, naming the option, the value and the range."""
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return value
+        option = max(param.opts, key=len)
+        example = param.default if rng.test(param.default) else rng.lo
+        return rng.check(option, value, f"e.g. {option} {example}")
+
+    return callback
+
+
 def is_quiet(ctx: click.Context, quiet: bool) -> bool:
     """``--quiet`` of the command or of ``thermonet -q``; either silences the terminal log
     below errors (the run directory's own log file keeps everything)."""
@@ -92,4 +106,4 @@ class RunProgress:
             log.info(msg)
 
 
-__all__ = ["RunProgress", "clock", "is_quiet"]
+__all__ = ["RunProgress", "clock", "in_range", "is_quiet"]

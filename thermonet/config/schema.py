@@ -45,7 +45,11 @@ def type_name(types: tuple[type, ...]) -> str:
 def check_value(where: str, key: str, value: Any, types: tuple[type, ...], check: Any) -> Any:
     """Check ``value`` of ``where.key`` against its types and check; return it (ints as floats
     where a number is expected) or raise the one-line :class:`ConfigError`."""
-    ok = not (isinstance(value, bool) and bool not in types) and isinstance(value, types)
+    # an integer is a number: tol = 1 is as good as tol = 1.0 (and -1 is out of range, not of
+    # the wrong type)
+    number = float in types and isinstance(value, int)
+    ok = not (isinstance(value, bool) and bool not in types) and (
+        isinstance(value, types) or number)
     if not ok:
         hint = ""
         if list in types and not isinstance(value, (list, dict)):
