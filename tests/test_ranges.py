@@ -94,3 +94,4 @@ def test_an_integer_is_a_number(mackay_cfg):
 
     cfg = evcfg.load(mackay_cfg, {"mackay.tol": 1})
     assert cfg["mackay"]["tol"] == 1.0 and isinstance(cfg["mackay"]["tol"], float)
+

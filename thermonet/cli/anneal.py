@@ -62,7 +62,7 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; --resume continues the "
                           "anneal in --out, --overwrite discards it")
-    overrides = cfgmod.parse_set(list(sets))
+    overrides = cfgmod.parse_set(list(sets), "anneal.t_end=0.01")
     commandline = {"run.seed": seed} if seed is not None else {}
     cfg = load_config(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem

@@ -110,7 +110,7 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
     from thermonet.io.outputs import refuse_owned
     from thermonet.runner import detach_log
 
-    overrides = cfgmod.parse_set(list(sets))
+    overrides = cfgmod.parse_set(list(sets), "evidence.seed=2")
     commandline: dict[str, Any] = {}
     if workers is not None:
         commandline["evidence.workers"] = workers

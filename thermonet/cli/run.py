@@ -42,7 +42,7 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     from thermonet import parallel
     from thermonet.runner import Run
 
-    overrides = cfgmod.parse_set(list(sets))
+    overrides = cfgmod.parse_set(list(sets), "ladder.t_max=10")
     commandline = {"run.seed": seed} if seed is not None else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)

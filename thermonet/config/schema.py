@@ -272,15 +272,17 @@ def tomlable(value: Any) -> Any:
     return value
 
 
-def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Parse ``--set section.key=value`` items; values are TOML scalars (bare words: strings)."""
+def parse_set(items: list[str] | tuple[str, ...], example: str = "run.seed=2"
+              ) -> dict[str, Any]:
+    """Parse ``--set section.key=value`` items; values are TOML scalars (bare words: strings).
+    ``example`` is the item an error message shows: one the command's configuration accepts."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or "." not in key or not key.split(".")[0]:
-            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. "
-                              "sampler.t_max=10")
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. --set "
+                              f"{example}")
         try:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
