@@ -513,3 +513,23 @@ def test_resume_shows_progress_unless_quiet(gauss_cfg, tmp_path):
     assert "iteration 15/15" in res.output and "done: the run in" in res.output
     quiet = _invoke("-q", "resume", out, "--iterations", "18")
     assert quiet.exit_code == 0 and quiet.output == ""
+
+
+def test_a_stop_request_raised_where_python_cannot_propagate_it_is_silent(capfd):
+    """A signal during the initialisation raises RunInterrupted at once; arriving inside a
+    __del__ (or any finaliser), Python swallows it and printed "Exception ignored in ...
+    RunInterrupted" with a traceback. The request stays recorded, so the message is noise."""
+    from thermonet import interrupt
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)    # the handler runs inside __del__
+            time.sleep(0)
+
+    with interrupt.handling() as stop, pytest.raises(interrupt.RunInterrupted):
+        with stop.immediate():
+            Finalised()          # collected at once: the signal arrives in its __del__
+            stop.raise_if_requested("stopped")
+    assert stop.signum == signal.SIGINT
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
