@@ -1,5 +1,5 @@
 """One range check for a configuration key and the command-line option of the same meaning
-(thermonet.config.ranges): out-of-range values are refused in one line that says so, not as a
+(thermonet.ranges): out-of-range values are refused in one line that says so, not as a
 wrong type, and never accepted silently."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from tests.test_evidence_cli import MACKAY_CONFIG
 from thermonet.cli import main
-from thermonet.config.ranges import COUNT, FRACTION, NON_NEGATIVE_INT, POSITIVE, Range
 from thermonet.errors import ConfigError
+from thermonet.ranges import COUNT, FRACTION, NON_NEGATIVE_INT, POSITIVE, Range
 
 
 def _one_error_line(res) -> str:

@@ -10,6 +10,9 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import NON_NEGATIVE_INT
+
 
 def _quiet(ctx: click.Context, quiet: bool) -> bool:
     root = ctx.find_root()
@@ -31,7 +34,8 @@ def _sq(v: Any) -> str:
               help="Output directory [default: runs/<config name>].")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set anneal.patience=4 (repeatable).")
-@click.option("--seed", type=int, default=None, help="Override run.seed.")
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT),
+              default=None, help="Override run.seed.")
 @click.option("--resume", is_flag=True,
               help="Continue the anneal in --out from its last completed temperature.")
 @click.option("--overwrite", is_flag=True, help="Discard an anneal already in --out.")

@@ -9,6 +9,9 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import COUNT
+
 
 def _quiet(ctx: click.Context, quiet: bool) -> bool:
     root = ctx.find_root()
@@ -59,7 +62,7 @@ def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
                    "directory continues it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set ti.n_bridges=20 (repeatable).")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=int, callback=in_range(COUNT), default=None,
               help="Threads running minimisations and TI runs (never changes the result).")
 @click.option("--no-convergence", is_flag=True,
               help="Skip the convergence report (quick look); the numbers are marked "

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from thermonet.cli.options import in_range
-from thermonet.config.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
+from thermonet.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
 
 
 @click.command(short_help="MacKay's evidence framework: an architecture sweep.")
@@ -32,7 +32,7 @@ from thermonet.config.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
               help="Hidden units to try: a range and/or list, e.g. 1-10 or 1,2,4,8.")
 @click.option("--restarts", type=int, default=3, show_default=True, callback=in_range(COUNT),
               help="Random starts per architecture.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT), default=0, show_default=True,
               help="Seed of every start (each (H, restart) has its own stream).")
 @click.option("--activation", type=click.Choice(["tanh", "logistic"]), default="tanh",
               show_default=True, help="Hidden units' activation.")

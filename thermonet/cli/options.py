@@ -20,7 +20,7 @@ log = logging.getLogger("thermonet.run")
 
 def in_range(rng: Any) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A Click callback that refuses a value outside ``rng`` (a
-    :class:`thermonet.config.ranges.Range`, the one a configuration key of the same meaning
+    :class:`thermonet.ranges.Range`, the one a configuration key of the same meaning
     uses) in one line, naming the option, the value and the range."""
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if value is None:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from thermonet import config as cfgmod
-from thermonet.config.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
 from thermonet.errors import ConfigError
 from thermonet.parallel import EXECUTORS
+from thermonet.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
 
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
 

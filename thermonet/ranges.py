@@ -75,5 +75,6 @@ COUNT = Range(lo=1, integer=True)            # restarts, cycles, draws
 NON_NEGATIVE_INT = Range(lo=0, integer=True)  # steps that may be skipped, seeds, indices
 POSITIVE = Range(lo=0, lo_open=True)          # tolerances, scales, temperatures
 FRACTION = Range(lo=0, hi=1, hi_open=True)    # a burn-in fraction
+ANY_NUMBER = Range()                          # finite: no NaN or inf
 
-__all__ = ["COUNT", "FRACTION", "NON_NEGATIVE_INT", "POSITIVE", "Range"]
+__all__ = ["ANY_NUMBER", "COUNT", "FRACTION", "NON_NEGATIVE_INT", "POSITIVE", "Range"]
