@@ -29,6 +29,7 @@ def in_range(rng: Any) -> Callable[[click.Context, click.Parameter, Any], Any]:
         example = param.default if rng.test(param.default) else rng.lo
         return rng.check(option, value, f"e.g. {option} {example}")
 
+    callback.range = rng  # type: ignore[attr-defined]  # for tests and docs: the bound
     return callback
 
 
