@@ -56,28 +56,27 @@ def test_resume_of_a_read_only_run_is_one_line_and_changes_nothing(finished_run,
 
 
 @pytest.mark.parametrize("access_knows", [True, False])
-def test_analyse_of_a_read_only_run_is_one_line_and_changes_nothing(finished_run, monkeypatch,
-                                                                    access_knows):
+def test_a_read_only_run_can_be_read_and_analyse_says_where_it_cannot_write(
+        finished_run, monkeypatch, tmp_path, access_knows):
+    cfg = tmp_path / "gauss.toml"
+    cfg.write_text(GAUSS)
+    other = tmp_path / "other"                      # a second, independent run for compare
+    assert _invoke("-q", "run", cfg, "--out", other, "--seed", "9").exit_code == 0
     before = _snapshot(finished_run)
     read_only(monkeypatch, finished_run, access_knows=access_knows)
+    read_only(monkeypatch, other, access_knows=access_knows)
     res = _invoke("analyse", finished_run, "--no-test")
     assert res.exit_code == 1, res.output
     line = _one_error_line(res)
     assert str(finished_run / "analysis") in line and "--out" in line
     assert "Read-only file system" in line or "not writable" in line
-    monkeypatch.undo()
-    assert _snapshot(finished_run) == before
-
-
-def test_commands_that_only_read_work_on_a_read_only_run(finished_run, monkeypatch, tmp_path):
-    before = _snapshot(finished_run)
-    read_only(monkeypatch, finished_run)
-    res = _invoke("info", finished_run)
-    assert res.exit_code == 0, res.output
-    res = _invoke("analyse", finished_run, "--no-test", "--out", tmp_path / "a")
-    assert res.exit_code == 0, res.output
-    assert (tmp_path / "a.csv").is_file()
-    res = _invoke("export", finished_run, "--out", tmp_path / "r.nc")
-    assert res.exit_code == 0, res.output
+    # every command that only reads the run works
+    for args in (["info", finished_run], ["compare", finished_run, other],
+                 ["analyse", finished_run, "--no-test", "--out", tmp_path / "a"],
+                 ["export", finished_run, "--out", tmp_path / "r.nc"],
+                 ["plot", finished_run, "--kind", "ladder", "--out", tmp_path / "l.png"]):
+        res = _invoke(*args)
+        assert res.exit_code == 0, (args, res.output)
+    assert (tmp_path / "a.csv").is_file() and (tmp_path / "l.png").stat().st_size > 0
     monkeypatch.undo()
     assert _snapshot(finished_run) == before
