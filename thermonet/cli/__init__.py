@@ -73,6 +73,21 @@ class LazyGroup(click.Group):
             raise click.ClickException(
                 f"cannot write {err.filename}: {err.strerror}; nothing already saved was "
                 "changed: make the directory writable or choose another --out") from None
+        except Exception as err:
+            # a third-party plugin's bug: one line naming the plugin; thermonet's own bugs
+            # keep their traceback
+            from thermonet import registry
+
+            blamed = registry.blame(err.__traceback__)
+            if (ctx.obj and ctx.obj.get("debug")) or blamed is None:
+                raise
+            spec, where = blamed
+            raise click.ClickException(
+                f"{spec.describe()} raised {type(err).__name__}: {' '.join(str(err).split())} "
+                f"(at {where}); expected "
+                "the plugin to keep its contract (thermonet.api): this is a bug in the plugin, "
+                "report it to its authors (thermonet --debug shows the traceback); what was "
+                "checkpointed is kept") from None
 
 
 def _refused_write(err: OSError) -> bool:
