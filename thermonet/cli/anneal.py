@@ -10,13 +10,31 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import in_range
+from thermonet.cli.options import in_range, stoppable
 from thermonet.ranges import NON_NEGATIVE_INT
 
 
 def _quiet(ctx: click.Context, quiet: bool) -> bool:
     root = ctx.find_root()
     return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def _kept(params: dict[str, Any]) -> str:
+    """What a stopped ``anneal`` keeps, and how to go on."""
+    from thermonet.annealing import ANNEAL_H5, read_anneal
+    from thermonet.errors import ThermonetError
+
+    config = params["config_path"]
+    out = Path(params["out_dir"] or Path("runs") / Path(config).stem)
+    try:
+        done = int(read_anneal(out / ANNEAL_H5)["n_done"])
+    except (ThermonetError, OSError, KeyError):
+        done = 0
+    if not done:
+        return ("no temperature was completed, so nothing was saved; start it again with "
+                f"`thermonet anneal {config} --out {out} --overwrite`")
+    return (f"{out / ANNEAL_H5} holds {done} completed temperature(s); continue with "
+            f"`thermonet anneal {config} --out {out} --resume`")
 
 
 def _pct(v: Any) -> str:
@@ -42,6 +60,7 @@ def _sq(v: Any) -> str:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.pass_context
+@stoppable(_kept)
 def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tuple[str, ...],
            seed: int | None, resume: bool, overwrite: bool, quiet: bool,
            as_json: bool) -> None:
@@ -105,13 +124,7 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
                    f"  {t['seconds'][k]:.1f} s  elapsed {time.monotonic() - t0:.0f} s",
                    err=True)
 
-    try:
-        ann.run(progress=progress)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: {out / ANNEAL_H5} holds {ann.n_done} completed "
-                   f"temperature(s); continue with `thermonet anneal {config_path} --out {out} "
-                   "--resume`", err=True)
-        raise SystemExit(130) from None
+    ann.run(progress=progress)
     summary = ann.summary()
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))

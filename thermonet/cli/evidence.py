@@ -9,13 +9,21 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import in_range
+from thermonet.cli.options import in_range, stoppable
 from thermonet.ranges import COUNT
 
 
 def _quiet(ctx: click.Context, quiet: bool) -> bool:
     root = ctx.find_root()
     return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def _kept(params: dict[str, Any]) -> str:
+    """What a stopped ``evidence`` keeps, and how to go on."""
+    config = params["config_path"]
+    out = params["out_dir"] or Path("runs") / Path(config).stem
+    return (f"every computation it finished is kept in {out}; run the same command again to "
+            f"continue from there (thermonet evidence {config} --out {out})")
 
 
 def _json_safe(obj: Any) -> Any:
@@ -71,6 +79,7 @@ def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
               help="Print the summary as one JSON object on stdout instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.pass_context
+@stoppable(_kept)
 def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tuple[str, ...],
              workers: int | None, no_convergence: bool, as_json: bool, quiet: bool) -> None:
     """Compute the evidence of every model in CONFIG.toml and the log Bayes factors.
