@@ -75,8 +75,13 @@ def test_evidence_stops_on_sigint_and_continues_to_the_same_numbers(tmp_path, mo
     whole = CliRunner().invoke(main, ["-q", "evidence", str(cfg), "--out", str(tmp_path / "w")])
     assert whole.exit_code == 0, whole.output
     out = tmp_path / "cut"
+    # first killed outright (kill -9), then stopped by SIGINT further on
+    code, _ = _stopped(["evidence", str(cfg), "--out", str(out)],
+                       lambda: any(out.rglob("result.json")), signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    n_killed = len(list(out.rglob("result.json")))
     code, err = _stopped(["evidence", str(cfg), "--out", str(out)],
-                         lambda: any(out.rglob("result.json")), signal.SIGINT)
+                         lambda: len(list(out.rglob("result.json"))) > n_killed, signal.SIGINT)
     assert code == 130, err
     line = _one_line(err)
     assert line.startswith("Stopped: stopped by SIGINT; every computation it finished is kept "
@@ -104,11 +109,16 @@ def test_anneal_stops_on_sigterm_and_resumes_to_the_same_result(tmp_path, monkey
         except (ThermonetError, OSError):
             return False
 
-    code, err = _stopped(["anneal", str(cfg), "--out", str(out)], two_done, signal.SIGTERM)
+    code, _ = _stopped(["anneal", str(cfg), "--out", str(out)], two_done, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    killed = read_anneal(out)["n_done"]
+    code, err = _stopped(["anneal", str(cfg), "--out", str(out), "--resume"],
+                         lambda: two_done() and read_anneal(out)["n_done"] > killed,
+                         signal.SIGTERM)
     assert code == 143, err
     line = _one_line(err)
     done = read_anneal(out)["n_done"]
-    assert 2 <= done < 30
+    assert killed < done < 30
     assert line == (f"Stopped: stopped by SIGTERM; {out / 'anneal.h5'} holds {done} completed "
                     f"temperature(s); continue with `thermonet anneal {cfg} --out {out} "
                     "--resume`")
