@@ -10,6 +10,7 @@ status 2) keeps Click's usage lines above its one ``Error:`` line; thermonet's o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tests.test_evidence_cli import MACKAY_CONFIG
 from tests.test_runner import GAUSS
 from thermonet import config as cfgmod
 from thermonet.cli import COMMANDS, main
+from thermonet.samplers.hmc import HMCConfig
 
 REGRESSION = """
 [run]
@@ -179,6 +181,14 @@ def _schemas() -> list[tuple[str, str, str, tuple]]:
         out += [("evidence", section, k, v) for k, v in keys.items()]
     for section, keys in (("run", ancfg.ANNEAL_RUN_KEYS), ("anneal", ancfg.ANNEAL_KEYS)):
         out += [("anneal", section, k, v) for k, v in keys.items()]
+    # the settings of the run's sampler plugin, by their annotations (types only: a plugin
+    # checks its own ranges)
+    kinds = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,)}
+    for f in dataclasses.fields(HMCConfig):
+        ann = str(f.type).replace(" | None", "")
+        types = (list,) if ann.startswith("tuple") else kinds.get(ann)
+        if types is not None:
+            out.append(("run", "sampler", f.name, (f.default, types, None, "")))
     return out
 
 
