@@ -158,8 +158,8 @@ def handling() -> Iterator[StopSignals]:
 
     def unraisable(report: Any) -> None:
         # the handler raised where Python cannot propagate (a __del__, a finaliser, a
-        # callback) and printed "Exception ignored ... RunInterrupted" with a traceback; the
-        # request is recorded, and the runner stops on it at its next check
+        # callback), and Python would print "Exception ignored ... RunInterrupted" with a
+        # traceback; the request is recorded, and the command stops on it at its next check
         if isinstance(report.exc_value, RunInterrupted) and stop.requested:
             return
         previous_hook(report)
