@@ -474,3 +474,51 @@ def test_a_refused_write_is_one_line(tmp_path: pathlib.Path, monkeypatch: pytest
     last = res.output.strip().splitlines()[-1]
     assert last.startswith("Error: cannot write") and "Permission denied" in last
     assert "Traceback" not in res.output
+
+
+# -- parameter files near 1 GB -------------------------------------------------------------------
+
+def _peak_bytes(fn: Any) -> tuple[Any, int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_gigabyte_npy_file_is_not_read_for_one_row_or_a_refusal(tmp_path: pathlib.Path
+                                                                  ) -> None:
+    # sparse files: 1 GiB on paper, nothing on disk; loading used to read all of it (1.2 GB)
+    many = np.lib.format.open_memmap(tmp_path / "many.npy", mode="w+", dtype=np.float64,
+                                     shape=(8192, 16384))
+    many[5, :3] = [1.0, 2.0, 3.0]
+    many.flush()
+    del many
+    row, peak = _peak_bytes(lambda: load_params(tmp_path / "many.npy", 16384, index=5))
+    assert row.flags.writeable and row.flags.owndata and row[:4].tolist() == [1, 2, 3, 0]
+    assert peak < 16 << 20, peak
+    one = np.lib.format.open_memmap(tmp_path / "one.npy", mode="w+", dtype=np.float64,
+                                    shape=(2 ** 27,))
+    del one
+    with pytest.raises(ParameterFileError) as exc:
+        _peak_bytes(lambda: load_params(tmp_path / "one.npy", 16384))
+    assert "holds 134217728 parameters; expected 16384" in one_line(exc.value)
+    _, peak = _peak_bytes(lambda: pytest.raises(ParameterFileError, load_params,
+                                                tmp_path / "one.npy", 16384))
+    assert peak < 16 << 20, peak
+
+
+def test_a_large_walker_file_is_read_to_its_first_line_only(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "walkers.txt"
+    walker = "config " + json.dumps({"x": [0.5, -0.25, 1.0]}) + "\n"
+    path.write_text(walker + walker.replace("0.5", "9.0") * 400_000)     # ~16 MB
+    theta, peak = _peak_bytes(lambda: load_params(path, 3))
+    assert theta.tolist() == [0.5, -0.25, 1.0]
+    assert peak < 4 << 20, peak
+    path.write_text("x" * (3 << 20))                                      # one huge line
+    with pytest.raises(ParameterFileError) as exc:
+        load_params(path, 3)
+    assert "save large or many vectors as .npy" in one_line(exc.value)

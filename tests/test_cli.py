@@ -131,3 +131,38 @@ def test_run_quiet_prints_nothing_and_the_log_file_keeps_everything(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout == "" and out.stderr == ""
     assert "run finished at iteration 2" in (tmp_path / "r" / "thermonet.log").read_text()
+
+
+@pytest.mark.parametrize("command, body", [
+    ("run", "GAUSS"), ("evidence", "MACKAY_CONFIG"), ("anneal", "TINY_TOML")])
+def test_the_set_syntax_hint_is_one_the_command_accepts(command, body, tmp_path):
+    # the hint was sampler.t_max=10, refused since t_max moved to [ladder]
+    import re
+
+    import tests.test_annealing
+    import tests.test_evidence_cli
+    import tests.test_runner
+    from thermonet import config as cfgmod
+
+    text = {"GAUSS": tests.test_runner.GAUSS,
+            "MACKAY_CONFIG": tests.test_evidence_cli.MACKAY_CONFIG,
+            "TINY_TOML": tests.test_annealing.TINY_TOML}[body]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    res = CliRunner().invoke(main, ["-q", command, str(cfg), "--out", str(tmp_path / "o"),
+                                    "--set", "t_max"])
+    assert res.exit_code == 1
+    (line,) = [ln for ln in res.output.splitlines() if ln.strip()]
+    (hint,) = re.findall(r"e\.g\. --set (\S+)$", line)
+    overrides = cfgmod.parse_set([hint])
+    if command == "run":
+        cfgmod.load(cfg, overrides)
+    elif command == "evidence":
+        from thermonet.evidence import config as evcfg
+
+        evcfg.load(cfg, overrides)
+    else:
+        from thermonet.annealing import load_config
+
+        load_config(cfg, overrides)
+    assert not (tmp_path / "o").exists()

@@ -454,6 +454,22 @@ def test_read_idx_wrong_magic(tmp_path: pathlib.Path) -> None:
         read_idx(p)
 
 
+@pytest.mark.parametrize("dims", [
+    (0, 2 ** 32 - 1, 2 ** 32 - 1),          # an empty payload, yet no array numpy can make
+    (2 ** 32 - 1,) * 3,                      # the product overflows int64
+])
+def test_read_idx_impossible_shape(tmp_path: pathlib.Path, dims: tuple[int, ...]) -> None:
+    import struct
+
+    p = tmp_path / "train-images-idx3-ubyte"
+    p.write_bytes(b"\x00\x00\x08" + bytes([len(dims)]) + b"".join(struct.pack(">I", d)
+                                                                   for d in dims))
+    with pytest.raises(DataError) as exc:
+        read_idx(p)
+    msg = one_line(exc.value)
+    assert "train-images-idx3-ubyte" in msg and "larger than any array" in msg
+
+
 def test_read_idx_bad_gzip(tmp_path: pathlib.Path) -> None:
     good = gzip.compress(idx_bytes(np.arange(1000, dtype=np.uint8) % 7))
     p = tmp_path / "train-labels-idx1-ubyte.gz"

@@ -187,7 +187,9 @@ def test_verdict_strings():
     assert str(one) != "mixed: -"
 
 
-def write_run(d, n: int, accepted: np.ndarray, replica: np.ndarray, temps: list[float]) -> None:
+def write_run(d, n: int, accepted: np.ndarray, replica: np.ndarray, temps: list[float],
+              seed: int = 0) -> None:
+    """A synthetic run; ``seed`` tells runs apart (compare refuses one run twice)."""
     k = len(temps)
     rng = np.random.default_rng(0)
     rows = {"iteration": list(range(1, n + 1)), "energy_k": list(rng.normal(size=(n, k))),
@@ -195,11 +197,11 @@ def write_run(d, n: int, accepted: np.ndarray, replica: np.ndarray, temps: list[
             "step_size_k": [np.full(k, 0.1)] * n,
             "swap_attempted_k": [np.ones(k - 1, int)] * n,
             "swap_accepted_k": [np.ones(k - 1, int)] * n, "replica_k": list(replica)}
-    ckpt.write_segment(d, "u", rows, [])
-    toml = (f"[run]\nn_iterations = {n}\ndiscard = 0.0\n[data]\nname = \"none\"\n"
+    ckpt.write_segment(d, f"u{seed}", rows, [])
+    toml = (f"[run]\nseed = {seed}\nn_iterations = {n}\ndiscard = 0.0\n[data]\nname = \"none\"\n"
             "[architecture]\nname = \"gaussian\"\n[ladder]\nn_trajectories = 1\n")
     ckpt.write_checkpoint(d, ckpt.Checkpoint(
-        iteration=n, run_uuid="u", config_toml=toml, config_sources={}, plugins={},
+        iteration=n, run_uuid=f"u{seed}", config_toml=toml, config_sources={}, plugins={},
         rng_states=[], slots={"step_size": np.full(k, 0.1)}, replica_k=replica[-1],
         temperatures=np.array(temps), counters={"elapsed_s": 3600.0}))
 
@@ -310,6 +312,28 @@ def test_compare_refuses_other_ladders_and_configs(tiny_runs):
     assert len(json.loads(res.stdout)["train_energy"]["rhat"]) == 3
 
 
+def test_compare_refuses_one_run_given_twice_a_copy_or_the_same_seed(tiny_runs, tmp_path):
+    import shutil
+
+    a = tiny_runs["a"]
+    copy = tmp_path / "copy"
+    shutil.copytree(a, copy)
+    same_seed = tmp_path / "same-seed"
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(GAUSS)
+    res = CliRunner().invoke(main, ["-q", "run", str(cfg), "--out", str(same_seed),
+                                    "--seed", "1"])
+    assert res.exit_code == 0, res.output
+    for other, expected in ((a, "are the same run directory"),
+                            (tmp_path / ".." / tmp_path.name / "copy", "is a copy of"),
+                            (same_seed, "with the same run.seed as")):
+        res = CliRunner().invoke(main, ["compare", str(a), str(tiny_runs["b"]), str(other)])
+        assert res.exit_code == 1, (other, res.output)
+        (line,) = res.output.strip().splitlines()
+        assert expected in line and "expected independent runs" in line and "Traceback" \
+            not in res.output
+
+
 def test_export_round_trips_through_arviz(tiny_runs, tmp_path):
     out = tmp_path / "a.nc"
     res = CliRunner().invoke(main, ["export", str(tiny_runs["a"]), "--out", str(out)])
@@ -392,9 +416,9 @@ def test_a_frozen_rung_in_one_run_makes_compare_not_mixed(tmp_path):
     moving = (np.arange(n)[:, None] + np.arange(3)[None]) % 2     # every rung accepts 0.5
     stuck = moving.copy()
     stuck[:, 1] = 0
-    for name, accepted in (("a", moving), ("b", moving), ("c", stuck)):
+    for seed, (name, accepted) in enumerate((("a", moving), ("b", moving), ("c", stuck))):
         (tmp_path / name).mkdir()
-        write_run(tmp_path / name, n, accepted, replica, [1.0, 2.0, 4.0])
+        write_run(tmp_path / name, n, accepted, replica, [1.0, 2.0, 4.0], seed=seed)
     healthy = compare_runs([tmp_path / "a", tmp_path / "b"])
     assert healthy["verdict"]["mixed"], healthy["verdict"]
     c = compare_runs([tmp_path / "a", tmp_path / "c"])

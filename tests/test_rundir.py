@@ -158,6 +158,27 @@ def test_run_refuses_a_directory_with_a_trace_but_no_checkpoint(gauss_cfg, tmp_p
     assert _invoke("info", out).exit_code == 0
 
 
+def test_a_checkpoint_deleted_after_iterations_is_not_called_an_interrupted_initialisation(
+        gauss_cfg, tmp_path):
+    out = tmp_path / "r"
+    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    (out / "checkpoint.h5").unlink()
+    before = _snapshot(out)
+    for command in (["info", out], ["-q", "resume", out]):
+        res = _invoke(*command)
+        assert res.exit_code == 1, res.output
+        line = _one_error_line(res)
+        assert "4 trace segments (iterations 1-12)" in line and "deleted or lost" in line
+        # --overwrite would discard the 4 segments: not offered as the way on
+        assert "initialisation" not in line and "--overwrite" not in line
+        assert f"restore it (from a backup) and `thermonet resume {out}`" in line
+    res = _invoke("-q", "run", gauss_cfg, "--out", out)
+    line = _one_error_line(res)
+    assert "deleted or lost" in line and "interrupted during initialisation" not in line
+    assert "--overwrite to discard that trace" in line
+    assert _snapshot(out) == before
+
+
 def test_resume_refuses_trace_segments_of_another_run(gauss_cfg, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for out, seed in ((a, 1), (b, 2)):
@@ -492,3 +513,23 @@ def test_resume_shows_progress_unless_quiet(gauss_cfg, tmp_path):
     assert "iteration 15/15" in res.output and "done: the run in" in res.output
     quiet = _invoke("-q", "resume", out, "--iterations", "18")
     assert quiet.exit_code == 0 and quiet.output == ""
+
+
+def test_a_stop_request_raised_where_python_cannot_propagate_it_is_silent(capfd):
+    """A signal during the initialisation raises RunInterrupted at once; arriving inside a
+    __del__ (or any finaliser), Python swallows it and printed "Exception ignored in ...
+    RunInterrupted" with a traceback. The request stays recorded, so the message is noise."""
+    from thermonet import interrupt
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)    # the handler runs inside __del__
+            time.sleep(0)
+
+    with interrupt.handling() as stop, pytest.raises(interrupt.RunInterrupted):
+        with stop.immediate():
+            Finalised()          # collected at once: the signal arrives in its __del__
+            stop.raise_if_requested("stopped")
+    assert stop.signum == signal.SIGINT
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err

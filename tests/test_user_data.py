@@ -76,6 +76,31 @@ def test_standardisation_by_training_set_and_back(csv_file):
     assert np.allclose(f_orig, f * ytr.std(0) + ytr.mean(0), atol=1e-12)
 
 
+def test_standardising_values_near_the_float_limit_keeps_the_column(tmp_path):
+    # x1 around 1e307: sum(x**2) overflowed, sd became inf and x1 became 0 for every case
+    big = np.hstack([X[:, :1] * 1e306 + 1e307, X[:, 1:2], Y[:, :1]])
+    p = write_csv(tmp_path / "big.csv", ["x1", "x2", "y"], big.tolist())
+    with np.errstate(all="raise"):            # and no NumPy overflow warning either
+        s = load_file_split(p, outputs=["y"], standardise=True, seed=1)
+    assert np.allclose(s.train.x.mean(axis=0), 0, atol=1e-9)
+    assert np.allclose(s.train.x.std(axis=0), 1, atol=1e-9)
+    xtr = big[s.train.indices, 0] / 1e307          # the reference, computed without overflow
+    assert np.allclose(s.train.x[:, 0], (xtr - xtr.mean()) / xtr.std(), atol=1e-9)
+
+
+def test_a_column_that_cannot_be_standardised_is_refused(tmp_path):
+    # centring overflows: -1.7e308 minus a mean near +1.3e308 is -inf
+    col = [1.7e308] * 9 + [-1.7e308]
+    p = write_csv(tmp_path / "huge.csv", ["x1", "x2", "y"],
+                  [[c, float(k), float(k)] for k, c in enumerate(col * 2)])
+    with pytest.raises(DataError) as exc:
+        load_file_split(p, outputs=["y"], standardise=True, seed=1)
+    msg = str(exc.value)
+    assert "'x1'" in msg and "cannot be standardised" in msg and "standardise = false" in msg
+    s = load_file_split(p, outputs=["y"], standardise=False, seed=1)    # without: fine
+    assert np.all(np.isfinite(s.train.x))
+
+
 def test_regression_errors_are_in_the_files_units(csv_file):
     from thermonet.analysis.samples import evaluate_regression
     from thermonet.architectures.regression import RegressionMLP
@@ -305,3 +330,39 @@ def test_config_records_the_hdf5_default_datasets(tmp_path):
     assert (cfg["data"]["inputs"], cfg["data"]["outputs"]) == (["inputs"], ["targets"])
     again = cfgmod.resolve(cfgmod.schema.parse_toml(cfg.to_toml()))
     assert again["data"] == cfg["data"]
+
+
+def test_a_named_set_and_a_file_together_are_refused(file_cfg, tmp_path):
+    # the name was ignored (the run trained on the file) yet recorded as `name = "D500"  # set`
+    out = tmp_path / "r"
+    res = CliRunner().invoke(main_cli(), ["-q", "run", str(file_cfg), "--out", str(out),
+                                          "--set", "data.name=D500"])
+    assert res.exit_code == 1, res.output
+    (line,) = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert "data.name = 'D500' (from --set)" in line and "both name the training data" in line
+    assert "--set data.path=\"\"" in line
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="from the configuration file"):
+        cfgmod.resolve({"data": {"name": "D50", "path": str(tmp_path / "sub" / "d.csv"),
+                                 "outputs": ["u"]},
+                        "architecture": {"name": "mlp-regression"}})
+    resolved = cfgmod.load(file_cfg)                 # a run's own record says name = "file"
+    again = cfgmod.resolve(cfgmod.schema.parse_toml(resolved.to_toml()))
+    assert again["data"]["name"] == "file"
+
+
+def test_a_checksum_given_by_hand_is_not_said_to_be_a_runs(file_cfg, tmp_path):
+    res = CliRunner().invoke(main_cli(), ["-q", "run", str(file_cfg), "--out",
+                                          str(tmp_path / "r"), "--set", "data.sha256=" + "0" * 64])
+    assert res.exit_code == 1, res.output
+    (line,) = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert "since the run recorded it" not in line
+    assert "data.sha256 = 000000000000... (from --set) does not match" in line
+    assert "drop the --set data.sha256" in line
+    assert not (tmp_path / "r").exists()
+
+
+def main_cli():
+    from thermonet.cli import main
+
+    return main

@@ -154,11 +154,23 @@ def handling() -> Iterator[StopSignals]:
         yield stop
         return
     previous: dict[int, Any] = {sig: signal.signal(sig, stop.handle) for sig in SIGNALS}
+    previous_hook = sys.unraisablehook
+
+    def unraisable(report: Any) -> None:
+        # the handler raised where Python cannot propagate (a __del__, a finaliser, a
+        # callback), and Python would print "Exception ignored ... RunInterrupted" with a
+        # traceback; the request is recorded, and the command stops on it at its next check
+        if isinstance(report.exc_value, RunInterrupted) and stop.requested:
+            return
+        previous_hook(report)
+
+    sys.unraisablehook = unraisable
     _active = stop
     try:
         yield stop
     finally:
         _active = None
+        sys.unraisablehook = previous_hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

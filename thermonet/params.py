@@ -2,11 +2,13 @@
 
 Accepted formats (chosen by extension, then by content):
 
-* ``.npy``: a 1-D array, or 2-D with ``index`` choosing the row.
+* ``.npy``: a 1-D array, or 2-D with ``index`` choosing the row (mapped, so that only the
+  row is read from a file of many vectors).
 * ``.json`` / ``.txt``: a JSON object with key ``"x"`` holding the flat vector, as the paper's
   code saved its walkers and ``localmin_*.txt`` files (Baldock & Marzari's released code), on
   one line or pretty-printed over many; or a bare JSON list of numbers. A walker file whose
-  lines carry a leading label (``config {...}``) is accepted too; the first line is used.
+  lines carry a leading label (``config {...}``) is accepted too; the first line is used (and,
+  in a file too large to hold one vector, the only one read).
 * ``.h5`` / ``.hdf5``: a thermonet HDF5 file. The vector is read from the first dataset found
   among ``state/theta``, ``theta``, ``x``; a 2-D dataset (replicas x parameters) needs
   ``index``.
@@ -58,11 +60,14 @@ def load_params(path: str | Path, n_params: int, *, index: int | None = None) ->
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            arr = np.load(path, allow_pickle=False)
+            # mapped, not read: a file of many vectors (or a wrong one) may be a gigabyte, and
+            # only its header and one row are needed
+            arr = np.load(path, mmap_mode="r", allow_pickle=False) if path.stat().st_size \
+                else np.load(path, allow_pickle=False)
         elif suffix in (".h5", ".hdf5"):
             arr = _read_hdf5(path)
         else:
-            arr = _read_json(path)
+            arr = _read_json(path, n_params)
     except ParameterFileError:
         raise
     except Exception as err:
@@ -84,11 +89,20 @@ def load_params(path: str | Path, n_params: int, *, index: int | None = None) ->
     if arr.shape[0] != n_params:
         raise ParameterFileError(f"{path} holds {arr.shape[0]} parameters; expected {n_params} "
                                  "for this architecture (check --arch)")
-    return as_theta(arr, n_params, what=str(path))
+    return as_theta(np.array(arr), n_params, what=str(path))     # a copy, not the mapping
 
 
-def _read_json(path: Path) -> Any:
+#: a JSON or text parameter file larger than this many bytes per parameter (plus a margin) holds
+#: more than one vector: only its first line is read
+_JSON_BYTES_PER_PARAM = 64
+_JSON_MARGIN = 1 << 20
+
+
+def _read_json(path: Path, n_params: int) -> Any:
+    size = path.stat().st_size
     try:
+        if size > _JSON_BYTES_PER_PARAM * n_params + _JSON_MARGIN:
+            return _read_first_line(path, size, n_params)
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ParameterFileError(f"{path} is not UTF-8 text; expected a JSON object with key "
@@ -114,6 +128,29 @@ def _read_json(path: Path) -> Any:
         raise ParameterFileError(f"{path} is not valid JSON ({err.msg} at column {err.colno}); "
                                  "expected an object with key \"x\" or a list of "
                                  "numbers") from None
+    return _from_json(path, obj)
+
+
+def _read_first_line(path: Path, size: int, n_params: int) -> Any:
+    """The vector on the first line of a file too large to hold one vector alone (a walker
+    file of many lines), read without reading the rest."""
+    limit = _JSON_BYTES_PER_PARAM * n_params + _JSON_MARGIN
+    with open(path, encoding="utf-8") as fh:
+        line = fh.readline(limit + 1).strip()
+    if len(line) > limit or not line:
+        raise ParameterFileError(
+            f"{path} is {size:,} bytes and its first line is {'empty' if not line else 'longer'}"
+            f"{'' if not line else f' than {limit:,} bytes'}: more than one vector of "
+            f"{n_params} numbers in JSON; expected one vector (or one walker per line); save "
+            "large or many vectors as .npy and choose one with --index")
+    if not line.startswith(("{", "[")):
+        _, _, line = line.partition(" ")      # a walker line "<label> {json}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ParameterFileError(f"{path} ({size:,} bytes): its first line is not valid JSON "
+                                 f"({err.msg} at column {err.colno}); expected a vector of "
+                                 f"{n_params} numbers on it, e.g. {{\"x\": [...]}}") from None
     return _from_json(path, obj)
 
 

@@ -171,7 +171,32 @@ def load(role: str, name: str) -> type[Any]:
         raise PluginLoadError(f"{spec.describe()} failed to import: "
                               f"{type(err).__name__}: {err}") from err
     validate(role, obj, spec)
+    _loaded[spec.value.partition(":")[0]] = spec
     return obj
+
+
+#: module of every plugin loaded, by name ("pkg.module" -> its spec), for :func:`blame`
+_loaded: dict[str, PluginSpec] = {}
+
+
+def blame(tb: Any) -> tuple[PluginSpec, str] | None:
+    """The third-party plugin in whose code the traceback ``tb`` ends, and where
+    (``file:line in function``); None if it ends in no plugin outside thermonet (a built-in
+    plugin's failure is thermonet's own bug, which keeps its traceback)."""
+    modules = {module: spec for module, spec in _loaded.items()
+               if module.partition(".")[0] != "thermonet"}
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        name = str(frame.f_globals.get("__name__", ""))
+        # the entry point's module or a module below it
+        spec = next((s for m, s in modules.items() if name == m or name.startswith(m + ".")),
+                    None)
+        if spec is not None:
+            found = (spec, f"{frame.f_code.co_filename}:{tb.tb_lineno} in "
+                           f"{frame.f_code.co_name}")
+        tb = tb.tb_next
+    return found
 
 
 def validate(role: str, obj: Any, spec: PluginSpec | None = None) -> None:

@@ -4,6 +4,7 @@ one configuration on one ladder."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,8 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
         series = read_analysis(run_dir / "analysis.h5").series
     return {"dir": run_dir, "config": cfg, "temperatures": np.asarray(ck.temperatures),
             "energy": energy, "passages": passages, "series": series, "discard": frac,
-            "acceptance": acceptance, "hyper": hyper}
+            "acceptance": acceptance, "hyper": hyper, "uuid": ck.run_uuid,
+            "seed": cfg.get("run", {}).get("seed")}
 
 
 def hyper_names(cfg: dict[str, Any], n: int) -> list[str]:
@@ -173,9 +175,29 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
         raise ConfigError(f"compare needs at least two run directories; got {len(run_dirs)}")
     if discard is not None and not 0 <= discard < 1:
         raise ConfigError(f"discard = {discard!r}; expected a fraction in [0, 1), e.g. 0.2")
+    seen: dict[str, str] = {}
+    for d in run_dirs:
+        real = os.path.realpath(d)
+        if real in seen:
+            raise ConfigError(f"{d} and {seen[real]} are the same run directory; expected "
+                              "independent runs (one chain each), e.g. runs of one "
+                              "configuration with different run.seed")
+        seen[real] = str(d)
     runs = [_load(Path(d), discard) for d in run_dirs]
     ref = runs[0]
-    for r in runs[1:]:
+    for j, r in enumerate(runs[1:], start=1):
+        for q in runs[:j]:
+            # a copy of a run, or a run of the same seed, repeats its chain exactly
+            if r["uuid"] == q["uuid"]:
+                same = "a copy of"
+            elif r["seed"] == q["seed"] and config_difference(q["config"], r["config"]) is None:
+                same = "a run with the same run.seed as"
+            else:
+                continue
+            raise ConfigError(
+                f"{r['dir']} is {same} {q['dir']} (run id {r['uuid']}, seed {r['seed']}), so "
+                "its chain repeats the other's; expected independent runs; compare runs of "
+                "one configuration with different run.seed")
         ta, tb = ref["temperatures"], r["temperatures"]
         if ta.shape != tb.shape or not np.array_equal(ta, tb):
             raise ConfigError(

@@ -65,14 +65,38 @@ class LazyGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             raise click.ClickException(str(err)) from None
-        except (PermissionError, IsADirectoryError, NotADirectoryError) as err:
+        except OSError as err:
             # a file system that refuses a write (read-only directory or mount): the writes are
             # atomic, so nothing already saved was touched
-            if ctx.obj and ctx.obj.get("debug"):
+            if (ctx.obj and ctx.obj.get("debug")) or not _refused_write(err):
                 raise
             raise click.ClickException(
                 f"cannot write {err.filename}: {err.strerror}; nothing already saved was "
                 "changed: make the directory writable or choose another --out") from None
+        except Exception as err:
+            # a third-party plugin's bug: one line naming the plugin; thermonet's own bugs
+            # keep their traceback
+            from thermonet import registry
+
+            blamed = registry.blame(err.__traceback__)
+            if (ctx.obj and ctx.obj.get("debug")) or blamed is None:
+                raise
+            spec, where = blamed
+            raise click.ClickException(
+                f"{spec.describe()} raised {type(err).__name__}: {' '.join(str(err).split())} "
+                f"(at {where}); expected "
+                "the plugin to keep its contract (thermonet.api): this is a bug in the plugin, "
+                "report it to its authors (thermonet --debug shows the traceback); what was "
+                "checkpointed is kept") from None
+
+
+def _refused_write(err: OSError) -> bool:
+    """Whether ``err`` is a file system refusing a write (permissions, a read-only mount, a
+    directory where a file was named), not a failure in the middle of one."""
+    import errno
+
+    return (isinstance(err, (PermissionError, IsADirectoryError, NotADirectoryError))
+            or err.errno in (errno.EROFS, errno.EACCES, errno.EPERM))
 
 
 def _end_rank(err: BaseException) -> None:

@@ -8,6 +8,9 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import COUNT, FRACTION
+
 
 def _echo_swaps(a: Any) -> None:
     """The swap acceptance of every adjacent pair of an analysis ``a``."""
@@ -43,7 +46,7 @@ _RUN_FILES = ("checkpoint", "config", "thermonet", "trace")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--out", "prefix", default=None, metavar="PREFIX",
               help="Write PREFIX.csv, PREFIX_pairs.csv and PREFIX.h5 [default: RUN_DIR/analysis].")
-@click.option("--discard", type=float, default=None,
+@click.option("--discard", type=float, callback=in_range(FRACTION), default=None,
               help="Fraction of iterations discarded as burn-in [default: the run's run.discard].")
 @click.option("--baseline", "baseline_path", type=click.Path(), default=None,
               help="Reference from `thermonet baseline`: its --json output saved to a file, or "
@@ -53,7 +56,7 @@ _RUN_FILES = ("checkpoint", "config", "thermonet", "trace")
 @click.option("--no-test", is_flag=True,
               help="Skip the test set (no test energies or errors: only the trace and the "
                    "training error).")
-@click.option("--workers", type=int, default=1, show_default=True,
+@click.option("--workers", type=int, callback=in_range(COUNT), default=1, show_default=True,
               help="Threads over stored samples (in each rank under MPI; the result does not "
                    "depend on it).")
 @click.option("--executor", type=click.Choice(["auto", "threads", "mpi"]), default="auto",
@@ -92,6 +95,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
     from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
     from thermonet.errors import ConfigError
+    from thermonet.io.outputs import check_output
 
     job = parallel.world(executor)
     parallel.require_same_backend(job)
@@ -104,12 +108,14 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     if not out.parent.is_dir():
         raise ConfigError(f"--out {out}: directory {out.parent} does not exist; create it or "
                           "choose another prefix")
-    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
-                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
-                    world=job)
     csv_path = out.with_name(out.name + ".csv")
     pairs_path = out.with_name(out.name + "_pairs.csv")
     h5_path = out.with_name(out.name + ".h5")
+    for path in (csv_path, pairs_path, h5_path):     # before the analysis (minutes)
+        check_output(path)
+    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
+                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
+                    world=job)
 
     def write() -> None:
         a.to_csv(csv_path, pairs_path)

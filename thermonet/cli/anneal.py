@@ -10,10 +10,31 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range, stoppable
+from thermonet.ranges import NON_NEGATIVE_INT
+
 
 def _quiet(ctx: click.Context, quiet: bool) -> bool:
     root = ctx.find_root()
     return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def _kept(params: dict[str, Any]) -> str:
+    """What a stopped ``anneal`` keeps, and how to go on."""
+    from thermonet.annealing import ANNEAL_H5, read_anneal
+    from thermonet.errors import ThermonetError
+
+    config = params["config_path"]
+    out = Path(params["out_dir"] or Path("runs") / Path(config).stem)
+    try:
+        done = int(read_anneal(out / ANNEAL_H5)["n_done"])
+    except (ThermonetError, OSError, KeyError):
+        done = 0
+    if not done:
+        return ("no temperature was completed, so nothing was saved; start it again with "
+                f"`thermonet anneal {config} --out {out} --overwrite`")
+    return (f"{out / ANNEAL_H5} holds {done} completed temperature(s); continue with "
+            f"`thermonet anneal {config} --out {out} --resume`")
 
 
 def _pct(v: Any) -> str:
@@ -31,13 +52,15 @@ def _sq(v: Any) -> str:
               help="Output directory [default: runs/<config name>].")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set anneal.patience=4 (repeatable).")
-@click.option("--seed", type=int, default=None, help="Override run.seed.")
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT),
+              default=None, help="Override run.seed.")
 @click.option("--resume", is_flag=True,
               help="Continue the anneal in --out from its last completed temperature.")
 @click.option("--overwrite", is_flag=True, help="Discard an anneal already in --out.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.pass_context
+@stoppable(_kept)
 def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tuple[str, ...],
            seed: int | None, resume: bool, overwrite: bool, quiet: bool,
            as_json: bool) -> None:
@@ -57,14 +80,16 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     from thermonet import config as cfgmod
     from thermonet.annealing import ANNEAL_H5, Annealer, load_config
     from thermonet.errors import ConfigError
+    from thermonet.io.outputs import refuse_owned
 
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; --resume continues the "
                           "anneal in --out, --overwrite discards it")
-    overrides = cfgmod.parse_set(list(sets))
+    overrides = cfgmod.parse_set(list(sets), "anneal.t_end=0.01")
     commandline = {"run.seed": seed} if seed is not None else {}
     cfg = load_config(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    refuse_owned(out)     # never inside another run's kept files (its trace/)
     q = _quiet(ctx, quiet)
     if resume:
         if not (out / ANNEAL_H5).is_file():
@@ -99,13 +124,7 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
                    f"  {t['seconds'][k]:.1f} s  elapsed {time.monotonic() - t0:.0f} s",
                    err=True)
 
-    try:
-        ann.run(progress=progress)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: {out / ANNEAL_H5} holds {ann.n_done} completed "
-                   f"temperature(s); continue with `thermonet anneal {config_path} --out {out} "
-                   "--resume`", err=True)
-        raise SystemExit(130) from None
+    ann.run(progress=progress)
     summary = ann.summary()
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))

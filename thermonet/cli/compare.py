@@ -7,6 +7,9 @@ import math
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import FRACTION
+
 
 def _num(v: float, width: int, fmt: str) -> str:
     return f"{'nan' if not math.isfinite(v) else format(v, fmt):>{width}}"
@@ -15,7 +18,7 @@ def _num(v: float, width: int, fmt: str) -> str:
 @click.command(short_help="R-hat and ESS per temperature across independent runs.")
 @click.argument("run_dirs", metavar="DIR1 DIR2 ...", nargs=-1, required=True,
                 type=click.Path(file_okay=False))
-@click.option("--discard", type=float, default=None,
+@click.option("--discard", type=float, callback=in_range(FRACTION), default=None,
               help="Burn-in fraction for every run [default: each run's run.discard].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> None:

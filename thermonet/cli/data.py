@@ -119,7 +119,10 @@ def build_embedded_cmd(mnist_dir: pathlib.Path | None, out: pathlib.Path | None)
     """Build the embedded file (D50, D500, D5000 and the official test set as Pillow-resized
     uint8 16x16 images, with labels, indices and provenance) from the four MNIST files."""
     from thermonet.data import EMBEDDED_PATH, build_embedded
+    from thermonet.io.outputs import check_output
 
+    if out is not None:
+        check_output(out)
     path = build_embedded(mnist_dir, out if out is not None else EMBEDDED_PATH)
     click.echo(f"wrote {path} ({path.stat().st_size:,} bytes)")
 

@@ -7,6 +7,9 @@ import math
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import NON_NEGATIVE_INT, POSITIVE
+
 
 def _fmt(v: float) -> str:
     return "nan" if math.isnan(v) else f"{v:.6g}"
@@ -17,11 +20,12 @@ def _fmt(v: float) -> str:
 @click.option("--data", "data_name", required=True, help="Training set (D50, D500, D5000, D<n>).")
 @click.option("--params", "params_path", required=True, type=click.Path(dir_okay=False),
               help=".npy, JSON with key \"x\" (the paper's files), or a thermonet HDF5 file.")
-@click.option("--index", type=int, default=None, help="Row of a file holding several vectors.")
+@click.option("--index", type=int, callback=in_range(NON_NEGATIVE_INT),
+              default=None, help="Row of a file holding several vectors.")
 @click.option("--test", "test_kind", type=click.Choice(["auto", "complement", "official"]),
               default="auto", show_default=True,
               help="Test set: every MNIST image not in the training set, or the official 10k.")
-@click.option("--prior-scale", type=float, default=None,
+@click.option("--prior-scale", type=float, callback=in_range(POSITIVE), default=None,
               help="c in sigma_i = c/sqrt(k_i) [default: the architecture's, 100 or 2000].")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
               envvar="THERMONET_MNIST_DIR", help="Directory of the MNIST IDX files.")

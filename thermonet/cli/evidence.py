@@ -9,10 +9,21 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range, stoppable
+from thermonet.ranges import COUNT
+
 
 def _quiet(ctx: click.Context, quiet: bool) -> bool:
     root = ctx.find_root()
     return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def _kept(params: dict[str, Any]) -> str:
+    """What a stopped ``evidence`` keeps, and how to go on."""
+    config = params["config_path"]
+    out = params["out_dir"] or Path("runs") / Path(config).stem
+    return (f"every computation it finished is kept in {out}; run the same command again to "
+            f"continue from there (thermonet evidence {config} --out {out})")
 
 
 def _json_safe(obj: Any) -> Any:
@@ -59,7 +70,7 @@ def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
                    "directory continues it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set ti.n_bridges=20 (repeatable).")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=int, callback=in_range(COUNT), default=None,
               help="Threads running minimisations and TI runs (never changes the result).")
 @click.option("--no-convergence", is_flag=True,
               help="Skip the convergence report (quick look); the numbers are marked "
@@ -68,6 +79,7 @@ def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
               help="Print the summary as one JSON object on stdout instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.pass_context
+@stoppable(_kept)
 def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tuple[str, ...],
              workers: int | None, no_convergence: bool, as_json: bool, quiet: bool) -> None:
     """Compute the evidence of every model in CONFIG.toml and the log Bayes factors.
@@ -107,9 +119,10 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
         format_table,
         run_evidence,
     )
+    from thermonet.io.outputs import refuse_owned
     from thermonet.runner import detach_log
 
-    overrides = cfgmod.parse_set(list(sets))
+    overrides = cfgmod.parse_set(list(sets), "evidence.seed=2")
     commandline: dict[str, Any] = {}
     if workers is not None:
         commandline["evidence.workers"] = workers
@@ -117,6 +130,7 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
         commandline["evidence.convergence"] = False
     cfg = evcfg.load(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
+    refuse_owned(out)     # never inside another run's kept files (its trace/)
     if cfg["evidence"]["method"] == "mackay":
         _mackay(cfg, out, as_json, _quiet(ctx, quiet))
         return

@@ -21,6 +21,8 @@ def export(run_dir: str, out_path: str) -> None:
         thermonet export runs/quickstart --out quickstart.nc
     """
     from thermonet.analysis.export import export_run
+    from thermonet.io.outputs import check_output
 
+    check_output(out_path)     # never the run's own files, and before reading the trace
     path = export_run(run_dir, out_path)
     click.echo(f"wrote {path}")

@@ -8,6 +8,9 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
+
 
 @click.command(short_help="MacKay's evidence framework: an architecture sweep.")
 @click.option("--data", "data_name", default=None,
@@ -22,20 +25,20 @@ import click
               show_default=True, help="With --arch: the Hessian A of the classifiers, exact or "
               "the positive definite Gauss-Newton form (the exact one of M1 on D500 was "
               "indefinite at w_MP).")
-@click.option("--newton-steps", type=int, default=None,
+@click.option("--newton-steps", type=int, default=None, callback=in_range(NON_NEGATIVE_INT),
               help="Newton steps after each minimisation [default: 4; with --arch: 0, each "
               "costs a Hessian and its factorisation].")
 @click.option("--hidden", default="1-10", show_default=True,
               help="Hidden units to try: a range and/or list, e.g. 1-10 or 1,2,4,8.")
-@click.option("--restarts", type=int, default=3, show_default=True,
+@click.option("--restarts", type=int, default=3, show_default=True, callback=in_range(COUNT),
               help="Random starts per architecture.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT), default=0, show_default=True,
               help="Seed of every start (each (H, restart) has its own stream).")
 @click.option("--activation", type=click.Choice(["tanh", "logistic"]), default="tanh",
               show_default=True, help="Hidden units' activation.")
-@click.option("--max-iter", type=int, default=100, show_default=True,
+@click.option("--max-iter", type=int, default=100, show_default=True, callback=in_range(COUNT),
               help="Re-estimation cycles at most per network.")
-@click.option("--tol", type=float, default=1e-4, show_default=True,
+@click.option("--tol", type=float, default=1e-4, show_default=True, callback=in_range(POSITIVE),
               help="Convergence: every |change| of ln alpha_c and ln beta below this.")
 @click.option("--hessian", "hessian_method", type=click.Choice(["auto", "fd"]), default="auto",
               show_default=True, help="The Hessian A: auto = exact (compiled closed form for one "
@@ -87,7 +90,7 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: s
 
     done: list[dict[str, Any]] = []
     if out_path is not None:
-        from thermonet.io.atomic import check_output
+        from thermonet.io.outputs import check_output
 
         check_output(out_path)
     if archs is not None:

@@ -13,6 +13,9 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import ANY_NUMBER, COUNT, NON_NEGATIVE_INT, POSITIVE
+
 _TEST_CHOICE = click.Choice(["auto", "complement", "official"])
 
 
@@ -111,7 +114,7 @@ _COMMON = [
     click.option("--test", "test_kind", type=_TEST_CHOICE, default="auto", show_default=True,
                  help="Test set: every MNIST image not in the training set, or the official "
                       "10k."),
-    click.option("--prior-scale", type=float, default=None,
+    click.option("--prior-scale", type=float, callback=in_range(POSITIVE), default=None,
                  help="c of the box sigma_i = c/sqrt(k_i) [default: the architecture's]."),
     click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
                  envvar="THERMONET_MNIST_DIR", help="Directory of the MNIST IDX files."),
@@ -127,13 +130,15 @@ def _common(f: Any) -> Any:
 
 @click.command(short_help="Minimise E(D|w) from a standard initial draw (RMin or FIRE).")
 @_common
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT), default=0, show_default=True,
               help="Seed of the initial draw (ignored with --init).")
-@click.option("--draw", "draw_index", type=int, default=0, show_default=True,
+@click.option("--draw", "draw_index", type=int, callback=in_range(NON_NEGATIVE_INT),
+              default=0, show_default=True,
               help="Use the initial draw of `thermonet baseline --seed SEED` number DRAW.")
 @click.option("--init", "init_path", type=click.Path(dir_okay=False), default=None,
               help="Start from this parameter file instead of a draw (.npy, JSON, HDF5).")
-@click.option("--index", type=int, default=None, help="Row of an --init file holding several "
+@click.option("--index", type=int, callback=in_range(NON_NEGATIVE_INT),
+              default=None, help="Row of an --init file holding several "
               "vectors.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
               help="Where to save the minimum (.npy, or .json as {\"x\": [...]}; checked to be "
@@ -240,7 +245,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
 
 def _check_params_out(path: str) -> None:
     from thermonet.errors import ConfigError
-    from thermonet.io.atomic import check_output
+    from thermonet.io.outputs import check_output
 
     suffix = Path(path).suffix.lower()
     if suffix not in (".npy", ".json"):
@@ -335,21 +340,22 @@ def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str
               help="A TOML file whose [baseline] table gives the options (e.g. "
                    "sample_runs/baseline_M3_D500.toml); options given here override it.")
 @_common
-@click.option("--draws", "n_draws", type=int, required=True,
+@click.option("--draws", "n_draws", type=int, callback=in_range(COUNT), required=True,
               help="Number of standard initial draws, each minimised once.")
-@click.option("--keep", "n_keep", type=int, default=None,
+@click.option("--keep", "n_keep", type=int, callback=in_range(COUNT), default=None,
               help="Keep at most N minima: the first N with E < threshold if --threshold is "
                    "given, else the N lowest-energy ones.")
-@click.option("--threshold", "energy_threshold", type=float, default=None,
+@click.option("--threshold", "energy_threshold", type=float, callback=in_range(ANY_NUMBER),
+              default=None,
               help="'E(D|w) = 0' means E below this, in nats over the training set "
                    "[default: 1e-3].")
-@click.option("--workers", type=int, default=1, show_default=True,
+@click.option("--workers", type=int, callback=in_range(COUNT), default=1, show_default=True,
               help="Threads (in each rank under MPI; the result does not depend on it).")
 @click.option("--executor", type=click.Choice(["auto", "threads", "mpi"]), default="auto",
               show_default=True, help="Where the minimisations run (any choice gives the same "
               "result): auto is MPI under mpiexec or srun (blocks of draws per rank), else "
               "threads.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT), default=0, show_default=True,
               help="Root seed; draw i uses SeedSequence(seed).spawn(draws)[i].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Save the kept minima as a (n_kept, n_params) .npy array (checked to be "
@@ -384,7 +390,8 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     from thermonet import parallel
     from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
     from thermonet.data import load_data
-    from thermonet.io.atomic import check_output, write_npy
+    from thermonet.io.atomic import write_npy
+    from thermonet.io.outputs import check_output
     from thermonet.registry import get_architecture
 
     job = parallel.world(executor)

@@ -6,16 +6,69 @@ terminal, a log line every ``interval`` seconds otherwise, nothing when quiet) i
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 log = logging.getLogger("thermonet.run")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def stoppable(kept: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
+    """Make a command stop on SIGINT or SIGTERM at once, with one line and the exit status
+    128 + the signal number (130, 143), as ``run`` does.
+
+    Every file a command writes is written atomically, so stopping anywhere loses only the work
+    in progress; the handlers of :func:`thermonet.interrupt.handling` keep the exception out of
+    compiled code and h5py, where Python would swallow a KeyboardInterrupt (and the command
+    ran on to exit 0). ``kept(params)``, given the command's parameters, says what is kept and
+    how to go on.
+    """
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from thermonet import interrupt
+
+            ctx = click.get_current_context()
+            with interrupt.handling() as stop:
+                try:
+                    with stop.immediate():
+                        result = command(*args, **kwargs)
+                except interrupt.RunInterrupted as err:
+                    click.echo(f"Stopped: stopped by {interrupt.signal_name(err.signum)}; "
+                               f"{kept(ctx.params)}", err=True)
+                    ctx.exit(err.exit_code)
+                if stop.signum is not None:      # raised where Python swallowed it
+                    click.echo(f"Stopped: {interrupt.signal_name(stop.signum)} arrived as the "
+                               f"command finished; {kept(ctx.params)}", err=True)
+                    ctx.exit(128 + stop.signum)
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def in_range(rng: Any) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A Click callback that refuses a value outside ``rng`` (a
+    :class:`thermonet.ranges.Range`, the one a configuration key of the same meaning
+    uses) in one line, naming the option, the value and the range."""
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return value
+        option = max(param.opts, key=len)
+        example = param.default if rng.test(param.default) else rng.lo
+        return rng.check(option, value, f"e.g. {option} {example}")
+
+    callback.range = rng  # type: ignore[attr-defined]  # for tests and docs: the bound
+    return callback
 
 
 def is_quiet(ctx: click.Context, quiet: bool) -> bool:
@@ -92,4 +145,4 @@ class RunProgress:
             log.info(msg)
 
 
-__all__ = ["RunProgress", "clock", "is_quiet"]
+__all__ = ["RunProgress", "clock", "in_range", "is_quiet", "stoppable"]

@@ -6,6 +6,9 @@ from typing import Any
 
 import click
 
+from thermonet.cli.options import in_range
+from thermonet.ranges import COUNT, FRACTION, POSITIVE
+
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
 #: which a test checks, so that this module need not import the plotting code for --help)
 KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow", "predictive",
@@ -23,12 +26,13 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow
 @click.option("--baseline", "baselines", multiple=True, metavar="PATH|none",
               help="energy: the JSON of `thermonet baseline --json` for each DIR, in order "
                    "(repeat once per DIR; 'none' for a DIR without).")
-@click.option("--discard", type=float, default=None,
+@click.option("--discard", type=float, callback=in_range(FRACTION), default=None,
               help="Burn-in fraction of iterations to drop [default: each run's run.discard].")
 @click.option("--follow", type=click.Choice(("slot", "replica")), default="slot",
               show_default=True,
               help="replicas: one line per temperature slot or per replica.")
-@click.option("--temperature", type=float, default=1.0, show_default=True,
+@click.option("--temperature", type=float, callback=in_range(POSITIVE),
+              default=1.0, show_default=True,
               help="size: the temperature to read the training energy at; predictive, "
                    "errors: the rung nearest it.")
 @click.option("--band", type=float, nargs=2, default=(5.0, 95.0), show_default=True,
@@ -45,7 +49,7 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow
               help="energy: also the test energy of the Bayesian predictive.")
 @click.option("--per-point", is_flag=True,
               help="heat: divide by the number of training points.")
-@click.option("--workers", type=int, default=1, show_default=True,
+@click.option("--workers", type=int, callback=in_range(COUNT), default=1, show_default=True,
               help="energy: threads evaluating the samples on the test data.")
 @click.option("--mnist-dir", type=click.Path(file_okay=False), default=None,
               help="energy/size/heat/predictive/errors: MNIST location for a complement test set "
@@ -54,7 +58,8 @@ KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow
 @click.option("--from-analysis", is_flag=True,
               help="energy/size/heat: use DIR/analysis.h5 saved by `thermonet analyse DIR` "
                    "(checked to be current) instead of analysing again.")
-@click.option("--dpi", type=float, default=150, show_default=True, help="Resolution (png).")
+@click.option("--dpi", type=float, callback=in_range(POSITIVE),
+              default=150, show_default=True, help="Resolution (png).")
 @click.pass_context
 def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str,
          baselines: tuple[str, ...], discard: float | None, follow: str, temperature: float,
@@ -96,7 +101,7 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
     """
     from thermonet import plotting
     from thermonet.errors import PlotError
-    from thermonet.io.atomic import check_output
+    from thermonet.io.outputs import check_output
 
     check_output(out_path)       # a directory, a path below a file, an unwritable directory
     plotting.check_out(out_path)

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import RunProgress, is_quiet
+from thermonet.cli.options import RunProgress, in_range, is_quiet
+from thermonet.ranges import COUNT, NON_NEGATIVE_INT
 
 
 @click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
@@ -18,7 +19,8 @@ from thermonet.cli.options import RunProgress, is_quiet
               help="Override a config value, e.g. --set ladder.t_max=10 (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Run directory [default: runs/<config name>].")
-@click.option("--seed", type=int, default=None, help="Override run.seed.")
+@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT),
+              default=None, help="Override run.seed.")
 @click.option("--overwrite", is_flag=True,
               help="Discard a run already in --out (only thermonet's own files).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
@@ -42,7 +44,7 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     from thermonet import parallel
     from thermonet.runner import Run
 
-    overrides = cfgmod.parse_set(list(sets))
+    overrides = cfgmod.parse_set(list(sets), "ladder.t_max=10")
     commandline = {"run.seed": seed} if seed is not None else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
@@ -95,9 +97,10 @@ def _advance(ctx: click.Context, open_run: Any, quiet: bool, banner: str) -> Non
 
 @click.command(short_help="Continue a run from its last checkpoint.")
 @click.argument("run_dir", metavar="DIR", type=click.Path(file_okay=False))
-@click.option("--iterations", type=int, default=None,
+@click.option("--iterations", type=int, callback=in_range(COUNT), default=None,
               help="New total number of iterations (extends the run).")
-@click.option("--workers", type=int, default=None, help="Threads for replicas (any number "
+@click.option("--workers", type=int, callback=in_range(COUNT),
+              default=None, help="Threads for replicas (any number "
               "gives the same result; in each rank under MPI).")
 @click.option("--executor", type=click.Choice(["auto", "threads", "mpi"]), default=None,
               help="Where replicas run (any choice gives the same result) [default: auto: "

@@ -62,20 +62,42 @@ def resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) 
 
     if sources.get("data.name") == "default":
         data["name"] = "file"
+    elif data["name"] != "file":     # "file" is what a resolved configuration records
+        raise ConfigError(
+            f"data.name = {data['name']!r} ({_origin(sources, 'data.name')}) and data.path = "
+            f"{data['path']!r} both name the training data; expected one of them; remove "
+            "data.name to train on the file, or clear data.path (--set data.path=\"\") to "
+            f"train on {data['name']}")
     if data["test"] != "auto":
         raise ConfigError("data.test is for the named sets, not for data.path; split a file "
                           "with data.test_path, data.split_column or data.test_fraction")
     if data["test_path"] and data["split_column"]:
         raise ConfigError("data.test_path and data.split_column both give the test set; "
                           "keep one")
+    given = data["sha256"]
+    # a checksum a run recorded (its config.toml) is checked as the file is read; one given
+    # by hand is compared here, and said to be the user's, not a run's
+    by_hand = bool(given) and sources.get("data.sha256") in ("set", "commandline")
     try:
-        split = load_configured(data, seed)
+        split = load_configured({**data, "sha256": ""} if by_hand else data, seed)
     except DataError as err:
         raise ConfigError(f"[data] {err}") from None
-    data["sha256"] = str(split.train.provenance["sha256"])
+    found = str(split.train.provenance["sha256"])
+    if by_hand and given != found:
+        raise ConfigError(
+            f"data.sha256 = {given[:12]}... ({_origin(sources, 'data.sha256')}) does not match "
+            f"data file {data['path']} (SHA-256 {found[:12]}...); expected the file's own "
+            "checksum, which a run records by itself; drop the --set data.sha256, or check "
+            "that data.path names the file you meant")
+    data["sha256"] = found
     for key in ("inputs", "outputs"):      # the columns read, also when defaulted
         if not data[key]:
             data[key] = list(split.train.provenance[key])
+
+
+def _origin(sources: dict[str, str], key: str) -> str:
+    return {"set": "from --set", "commandline": "from the command line"}.get(
+        sources.get(key, ""), "from the configuration file")
 
 
 def absolute_data_paths(raw: dict[str, Any], config_dir: Path,

@@ -45,7 +45,11 @@ def type_name(types: tuple[type, ...]) -> str:
 def check_value(where: str, key: str, value: Any, types: tuple[type, ...], check: Any) -> Any:
     """Check ``value`` of ``where.key`` against its types and check; return it (ints as floats
     where a number is expected) or raise the one-line :class:`ConfigError`."""
-    ok = not (isinstance(value, bool) and bool not in types) and isinstance(value, types)
+    # an integer is a number: tol = 1 is as good as tol = 1.0 (and -1 is out of range, not of
+    # the wrong type)
+    number = float in types and isinstance(value, int)
+    ok = not (isinstance(value, bool) and bool not in types) and (
+        isinstance(value, types) or number)
     if not ok:
         hint = ""
         if list in types and not isinstance(value, (list, dict)):
@@ -268,15 +272,17 @@ def tomlable(value: Any) -> Any:
     return value
 
 
-def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Parse ``--set section.key=value`` items; values are TOML scalars (bare words: strings)."""
+def parse_set(items: list[str] | tuple[str, ...], example: str = "run.seed=2"
+              ) -> dict[str, Any]:
+    """Parse ``--set section.key=value`` items; values are TOML scalars (bare words: strings).
+    ``example`` is the item an error message shows: one the command's configuration accepts."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or "." not in key or not key.split(".")[0]:
-            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. "
-                              "sampler.t_max=10")
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. --set "
+                              f"{example}")
         try:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:

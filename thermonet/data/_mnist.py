@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
+import math
 import os
 import pathlib
 import zlib
@@ -169,7 +170,12 @@ def parse_idx(data: bytes, name: str = "<bytes>") -> np.ndarray:
                         f"header needs {header}; {FETCH_HINT}")
     shape = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     dtype = _IDX_DTYPES[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    # exact integers: a corrupt header's dimensions overflow int64, and an empty dimension
+    # beside huge ones matches an empty payload yet is no array numpy can make
+    if math.prod(d for d in shape if d) * dtype.itemsize >= 2 ** 63:
+        raise DataError(f"{name}: the IDX header declares shape {shape} of {dtype.name}, larger "
+                        f"than any array; the file is corrupt: delete it and {FETCH_HINT}")
+    expected = math.prod(shape) * dtype.itemsize
     got = len(data) - header
     if got != expected:
         what = "truncated" if got < expected else "oversized"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import math
 import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -206,14 +205,40 @@ def _column(cols: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
     return None
 
 
+def moments(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of every column of ``a`` (a constant column has sd 1).
+
+    Computed on the columns divided by their largest magnitude and scaled back, so that values
+    near the largest float (1e307) do not overflow in the sum or in the squares: an infinite
+    sd would turn the whole column into zeros.
+    """
+    scale = np.max(np.abs(a), axis=0) if len(a) else np.ones(a.shape[1:])
+    scale = np.where(scale > 0, scale, 1.0)
+    b = a / scale
+    s = b.std(axis=0) * scale
+    return b.mean(axis=0) * scale, np.where(s > 0, s, 1.0)
+
+
 def standardisation(x: np.ndarray, y: np.ndarray) -> dict[str, list[float]]:
     """Mean and standard deviation of every training column (a constant column keeps sd 1)."""
-    def sd(a: np.ndarray) -> np.ndarray:
-        s = a.std(axis=0)
-        return np.where(s > 0, s, 1.0)
+    (x_mean, x_std), (y_mean, y_std) = moments(x), moments(y)
+    return {"x_mean": x_mean.tolist(), "x_std": x_std.tolist(),
+            "y_mean": y_mean.tolist(), "y_std": y_std.tolist()}
 
-    return {"x_mean": x.mean(axis=0).tolist(), "x_std": sd(x).tolist(),
-            "y_mean": y.mean(axis=0).tolist(), "y_std": sd(y).tolist()}
+
+def _check_standardised(p: pathlib.Path, names: Sequence[str], raw: np.ndarray,
+                        scaled: np.ndarray) -> None:
+    """Refuse a column that standardising turned non-finite or into a constant it was not."""
+    for k, name in enumerate(names):
+        col, was = scaled[:, k], raw[:, k]
+        with np.errstate(over="ignore"):
+            collapsed = np.ptp(was) > 0 and np.ptp(col) == 0
+        if collapsed or not np.all(np.isfinite(col)):
+            raise DataError(f"data file {p}: column {name!r} (values up to "
+                            f"{np.max(np.abs(was)):.3g}) cannot be standardised: its values "
+                            "overflow the float range when centred and scaled; expected "
+                            "magnitudes well below 1e308; rescale the column in the file, or "
+                            "set data.standardise = false")
 
 
 def to_original_units(dataset: Dataset, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -230,8 +255,9 @@ def to_original_units(dataset: Dataset, f: np.ndarray) -> tuple[np.ndarray, np.n
 def _dataset(name: str, x: np.ndarray, y: np.ndarray, rows: np.ndarray, prov: dict[str, Any],
              st: Mapping[str, list[float]] | None) -> Dataset:
     if st:
-        x = (x - np.asarray(st["x_mean"])) / np.asarray(st["x_std"])
-        y = (y - np.asarray(st["y_mean"])) / np.asarray(st["y_std"])
+        with np.errstate(over="ignore", invalid="ignore"):   # checked by _check_standardised
+            x = (x - np.asarray(st["x_mean"])) / np.asarray(st["x_std"])
+            y = (y - np.asarray(st["y_mean"])) / np.asarray(st["y_std"])
         prov = {**prov, "standardisation": dict(st)}
     return Dataset(name, x, y, rows, prov)
 
@@ -318,8 +344,11 @@ def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
     train = _dataset(name, x, y, tr_rows, {**prov, "role": "train", "split": split_how}, st)
     test = _dataset(f"{name}-test", x_te, y_te, te_rows,
                     {**prov_te, "role": "test", "split": split_how}, st)
-    if not math.isfinite(float(np.sum(train.x))) or not math.isfinite(float(np.sum(train.y))):
-        raise DataError(f"data file {p}: values too large to standardise; rescale the file")
+    if st:
+        for raw, ds in ((x, train), (x_te, test)):
+            _check_standardised(p, ins, raw, ds.x)
+        for raw, ds in ((y, train), (y_te, test)):
+            _check_standardised(p, list(outputs), raw, ds.y)
     return DataSplit(train, test, "official")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from thermonet import config as cfgmod
 from thermonet.errors import ConfigError
 from thermonet.parallel import EXECUTORS
+from thermonet.ranges import COUNT, NON_NEGATIVE_INT, POSITIVE
 
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
 
@@ -70,17 +71,17 @@ EVIDENCE_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
 
 #: [mackay] (with evidence.method = "mackay"): name -> (default, types, check, help)
 MACKAY_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
-    "restarts": (1, (int,), _POS_INT, "random starts per model"),
+    "restarts": (1, (int,), COUNT, "random starts per model"),
     "groups": ("layer", (str,), (lambda v: v in ("layer", "weights-biases"),
                                  "layer or weights-biases"),
                "one weight decay per layer, or per layer's weights and biases"),
     "curvature": ("gauss-newton", (str,), (lambda v: v in ("gauss-newton", "exact"),
                                            "gauss-newton or exact"),
                   "the Hessian A: the positive definite Gauss-Newton form, or exact"),
-    "max_iter": (100, (int,), _POS_INT, "re-estimation cycles at most"),
-    "tol": (1e-4, (float,), (lambda v: v > 0, "a positive number"),
+    "max_iter": (100, (int,), COUNT, "re-estimation cycles at most"),
+    "tol": (1e-4, (float,), POSITIVE,
             "converged when every |change of ln alpha_c| per cycle is below this"),
-    "newton_steps": (0, (int,), (lambda v: v >= 0, "an integer >= 0"),
+    "newton_steps": (0, (int,), NON_NEGATIVE_INT,
                      "Newton steps after each minimisation (each costs a Hessian)"),
 }
 
@@ -278,6 +279,12 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                 raise ConfigError(f"model.{name}.params holds {n_have} parameter vector(s) but "
                                   f"evidence.n_minima = {n_min}; give more files or lower "
                                   "n_minima")
+    if out["evidence"]["method"] == "mackay" and out["data"]["name"].lower() == "none":
+        raise ConfigError(
+            "data.name = 'none' (no data: for the data-free models of TI, such as gaussian) "
+            "with evidence.method = \"mackay\": MacKay's framework fits classifiers to a "
+            "training set; expected a data set name such as D500; set data.name, or use "
+            "evidence.method = \"ti\" for a data-free model")
     cfg = cfgmod.ResolvedConfig(out, sources)
     ti_config(cfg)          # the engine's own value checks, before any work
     return cfg

@@ -80,6 +80,12 @@ def mackay_sweep(hidden: Sequence[int], restarts: int = 3, *, seed: int = 0,
     if int(restarts) < 1:
         raise ConfigError(f"restarts = {restarts}; expected a positive integer")
     split = load_data(data)
+    if split.train.task != "regression":
+        # the regression framework would fit the class labels 0..9 as numbers: a NaN
+        # evidence after minutes of work, not an error
+        raise ConfigError(f"--data {data}: a classification set (labels 0..9); expected a "
+                          "regression set such as robot-arm for the mlp-regression sweep; "
+                          f"compare classifiers with --arch, e.g. --arch M1,M3 --data {data}")
     if getattr(split, "test", None) is None:
         raise ConfigError(f"data set {data!r} has no test split; the sweep reports test errors")
     n_in = int(np.asarray(split.train.x).shape[1])

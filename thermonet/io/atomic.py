@@ -5,12 +5,13 @@ process is worse than none, so nothing thermonet writes is written in place. A k
 moment leaves either the old file or the new one, never a mixture. The temporary file is
 ``NAME.thermonet-tmp`` in the target's directory (:func:`temp_path`), so a rename never crosses
 file systems, and its suffix is one no other program uses: clean-ups remove only files with it,
-never a user's ``*.tmp``. :func:`check_output` checks a destination given on the command line
-before any work is done, so that a long computation is never lost to an unwritable path.
+never a user's ``*.tmp``. Where a file may be written at all is :mod:`thermonet.io.outputs`'
+question.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -18,16 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from thermonet.errors import ThermonetError
 from thermonet.io.jsonable import json_default
 
 #: suffix of the temporary file written before the rename: thermonet's own, so that cleaning up
 #: after a crash can never remove a file somebody else wrote
 TEMP_SUFFIX = ".thermonet-tmp"
-
-
-class OutputPathError(ThermonetError):
-    """An output path cannot be written (missing or unwritable directory, below a file)."""
 
 
 def temp_path(path: Path) -> Path:
@@ -63,6 +59,16 @@ def crash_point(where: str, path: Path) -> None:
             os._exit(137)
 
 
+def discard(tmp: Path) -> None:
+    """Remove the temporary file ``tmp`` after a failed write, if there is one.
+
+    The clean-up never raises: on a read-only file system even removing a missing file fails
+    (EROFS), and that second error would hide the first, which says what went wrong.
+    """
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
@@ -84,7 +90,7 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
         _fsync_file(tmp)
     except BaseException:
         # a partial file helps nobody and, on a full disk, holds the space needed to go on
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
         raise
     crash_point("before-replace", path)
     os.replace(tmp, path)
@@ -161,63 +167,6 @@ def new_temp_file(directory: Path, prefix: str, suffix: str = TEMP_SUFFIX) -> Pa
         os.close(fd)
         return path
     raise FileExistsError(f"cannot create a temporary file in {directory}")  # pragma: no cover
-
-
-def check_output(path: str | Path, *, option: str = "--out") -> Path:
-    """Check that the file ``path`` can be written, before any work that produces it.
-
-    Refuses a path that is a directory, lies below a regular file, or whose directory is missing
-    or not writable, with a one-line :class:`OutputPathError` naming ``option``.
-
-    Parameters
-    ----------
-    path : path
-        The file to be written.
-    option : str
-        The command-line option that named it, for the message.
-
-    Returns
-    -------
-    Path
-        ``path``.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise OutputPathError(f"{option} {path} is a directory; expected a file name, e.g. "
-                              f"{option} {path / 'out'}")
-    _check_directory(path.parent, f"{option} {path}", option)
-    return path
-
-
-def check_output_dir(path: str | Path, *, option: str = "--out") -> Path:
-    """Check that the directory ``path`` exists and is writable, or can be created.
-
-    Refuses a path that is a regular file or lies below one, and a directory (or its nearest
-    existing ancestor, if it must be created) that is not writable.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutputPathError(f"{option} {path} is a file; expected a directory; choose "
-                              f"another {option}")
-    _check_directory(path, f"{option} {path}", option, create=True)
-    return path
-
-
-def _check_directory(directory: Path, what: str, option: str, create: bool = False) -> None:
-    directory = directory if str(directory) else Path(".")
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if existing.exists() and not existing.is_dir():
-        raise OutputPathError(f"cannot write {what}: {existing} is a file, not a directory; "
-                              f"choose another {option}")
-    if existing != directory and not create:
-        raise OutputPathError(f"cannot write {what}: directory {directory} does not exist; "
-                              f"expected an existing directory; create it (mkdir -p "
-                              f"{directory}) or choose another {option}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputPathError(f"cannot write {what}: directory {existing} is not writable; "
-                              f"expected a directory you may write to; choose another {option}")
 
 
 def write_h5_exclusive(path: Path, fill: Callable[[Any], None]) -> bool:

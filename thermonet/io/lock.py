@@ -30,6 +30,11 @@ class RunLockedError(ThermonetError):
     """Another process holds the lock of a run directory."""
 
 
+class UnwritableRunError(ThermonetError):
+    """A run directory cannot be written (a read-only file system or directory), so the run in
+    it cannot be advanced."""
+
+
 class DirLock:
     """The lock of ``directory`` (not taken until :meth:`acquire`).
 
@@ -54,7 +59,16 @@ class DirLock:
         if self._fh is not None or fcntl is None:
             return self
         # append mode: opening must not truncate the PID of a holder we are about to name
-        fh = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
+        try:
+            fh = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
+        except OSError as err:
+            # a read-only file system (EROFS) or directory: nothing was written yet
+            raise UnwritableRunError(
+                f"cannot write {self.path} ({err.strerror or err}): {self.directory} is not "
+                "writable; expected a writable run directory, because running or resuming "
+                "writes its lock, checkpoint and trace; nothing in it was changed: make it "
+                f"writable, or copy it (cp -r {self.directory} NEW_DIR) and resume the "
+                "copy") from None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -92,4 +106,4 @@ class DirLock:
         self.release()
 
 
-__all__ = ["LOCK_NAME", "DirLock", "RunLockedError"]
+__all__ = ["LOCK_NAME", "DirLock", "RunLockedError", "UnwritableRunError"]

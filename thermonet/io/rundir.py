@@ -96,13 +96,26 @@ def check_new_run(run_dir: Path, *, overwrite: bool, n_iterations: int) -> None:
         raise ConfigError(f"{run_dir} already holds {what}. Continue it with `thermonet "
                           f"resume {run_dir}`, pass --overwrite to discard it, or choose "
                           "another --out")
+    if have.segments:
+        raise ConfigError(f"{run_dir} holds an unfinished run ({_trace_held(run_dir)} but no "
+                          f"{ckpt.CHECKPOINT}: it was deleted or lost); expected an empty or "
+                          f"new directory; restore {ckpt.CHECKPOINT} and `thermonet resume "
+                          f"{run_dir}`, choose another --out, or pass --overwrite to discard "
+                          "that trace and start again")
     held = ", ".join(([ckpt.CONFIG] if have.config == "thermonet" else [])
-                     + ([INITIALISATION] if have.partial else [])
-                     + ([f"{have.segments} trace segment(s)"] if have.segments else []))
+                     + ([INITIALISATION] if have.partial else []))
     go_on = f"continue it with `thermonet resume {run_dir}`, " if have.partial else ""
     raise ConfigError(f"{run_dir} holds an unfinished run ({held}, no checkpoint: it was "
                       "interrupted during initialisation); expected an empty or new directory; "
                       f"{go_on}pass --overwrite to start it again, or choose another --out")
+
+
+def _trace_held(run_dir: Path) -> str:
+    """``7 trace segments (iterations 1-20)``: what the trace of ``run_dir`` holds."""
+    segments = trace.segment_files(run_dir)
+    n = len(segments)
+    return (f"{n} trace segment{'s' if n != 1 else ''} (iterations {segments[0][0]}-"
+            f"{segments[-1][1]})")
 
 
 def clear(run_dir: Path) -> None:
@@ -163,6 +176,16 @@ def interrupted_initialisation(run_dir: Path) -> str | None:
     config = run_dir / ckpt.CONFIG
     if (run_dir / ckpt.CHECKPOINT).exists() or config_owner(config) != "thermonet":
         return None
+    # a checkpoint is written as soon as the initialisation ends (iteration 0), before any
+    # trace segment: segments without a checkpoint mean it went missing afterwards, and
+    # --overwrite would discard the whole trace
+    segments = trace.segment_files(run_dir)
+    if segments:
+        return (f"{run_dir} has no {ckpt.CHECKPOINT} but holds {_trace_held(run_dir)}: its "
+                "checkpoint was deleted or lost after the run had started; expected "
+                f"{run_dir / ckpt.CHECKPOINT}; restore it (from a backup) and `thermonet "
+                f"resume {run_dir}`; nothing was changed, and the trace is kept (start a new "
+                "run with another --out)")
     if (run_dir / INITIALISATION).exists():
         return (f"{run_dir} was interrupted during initialisation (no checkpoint yet; the "
                 f"replicas it finished are kept in {INITIALISATION}); continue it with "

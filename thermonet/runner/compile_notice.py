@@ -44,7 +44,12 @@ def compile_notice(what: str, after: float = AFTER_S) -> Iterator[None]:
 def warm_kernels(sampler: Any, theta: Any, what: str) -> None:
     """Compile what a run's first transition needs: ``sampler``'s potential at ``theta`` and
     one transition of ``sampler`` from there, under :func:`compile_notice`."""
+    from thermonet.tempering.start import check_energy
+
     theta = np.array(theta, dtype=np.float64)
+    # a plugin that raises, returns the wrong shape or changes its input is refused here, in
+    # one line, before its first call inside a sampler
+    check_energy(sampler.potential, theta, "an initial draw")
     with compile_notice(what):
         sampler.potential.energy_and_grad(theta)
         sampler.step(sampler.init(theta), np.random.default_rng(0))

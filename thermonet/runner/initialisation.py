@@ -17,7 +17,6 @@ from thermonet import interrupt, parallel
 from thermonet.errors import CheckpointMismatchError
 from thermonet.io import checkpoint as ckpt
 from thermonet.io import rundir
-from thermonet.io.atomic import check_output_dir
 from thermonet.io.initialisation import (
     INITIALISATION,
     PartialInitialisation,
@@ -25,6 +24,7 @@ from thermonet.io.initialisation import (
     write_partial,
 )
 from thermonet.io.lock import DirLock
+from thermonet.io.outputs import check_output_dir
 from thermonet.runner.components import EXTENDABLE, Components, stack_slots, unstack_slots
 from thermonet.tempering import REState, Streams
 

@@ -1,9 +1,10 @@
 """Checks of a starting point before any sampling: the first energy a run evaluates.
 
 A potential plugin that raises, returns something that is not a number, a gradient of the wrong
-shape or a non-finite gradient would otherwise surface as a raw traceback deep in a sampler, or
-worse, as a run in which every proposal is divergent and that still exits 0. A start outside
-the prior box (a box far smaller than the initial draw) is stuck for ever: every proposal ends
+shape or a non-finite gradient, or changes the parameters it is given, would otherwise surface
+as a raw traceback deep in a sampler, or worse, as a run in which every proposal is divergent
+(or that samples parameters other than its own) and that still exits 0. A start outside the
+prior box (a box far smaller than the initial draw) is stuck for ever: every proposal ends
 outside the box and is rejected. :func:`check_start` turns each of these into one line naming
 the plugin, what it returned and what to change.
 """
@@ -31,8 +32,9 @@ def check_energy(potential: Any, theta: FloatArray, what: str = "the starting po
     """Evaluate ``potential.energy_and_grad(theta)`` once and refuse anything unusable."""
     name = plugin_name(potential)
     n = int(potential.n_params)
+    probe = np.array(theta, dtype=np.float64)
     try:
-        result = potential.energy_and_grad(theta)
+        result = potential.energy_and_grad(probe)
     except ThermonetError:
         raise
     except Exception as err:
@@ -56,6 +58,12 @@ def check_energy(potential: Any, theta: FloatArray, what: str = "the starting po
         raise PluginError(f"potential {name}: the energy at {what} is {float(energy)}; "
                           "expected a finite number (every proposal from it would be "
                           "divergent): check the data and the plugin")
+    moved = np.flatnonzero(~((probe == theta) | (np.isnan(probe) & np.isnan(theta))))
+    if moved.size:
+        raise PluginError(f"potential {name}: energy_and_grad changed its input theta at {what} "
+                          f"({moved.size} of {n} parameters, first: {int(moved[0])}); expected "
+                          "it to only read theta, since the sampler's state is that array: "
+                          "fix the plugin (compute on a copy)")
     bad = ~np.isfinite(garr)
     if bad.any():
         first = ", ".join(str(i) for i in np.flatnonzero(bad)[:5])
