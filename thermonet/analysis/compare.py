@@ -176,13 +176,13 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     if discard is not None and not 0 <= discard < 1:
         raise ConfigError(f"discard = {discard!r}; expected a fraction in [0, 1), e.g. 0.2")
     seen: dict[str, str] = {}
-    for d in run_dirs:
-        real = os.path.realpath(d)
+    for run_dir in run_dirs:
+        real = os.path.realpath(run_dir)
         if real in seen:
-            raise ConfigError(f"{d} and {seen[real]} are the same run directory; expected "
-                              "independent runs (one chain each), e.g. runs of one "
+            raise ConfigError(f"{run_dir} and {seen[real]} are the same run directory; "
+                              "expected independent runs (one chain each), e.g. runs of one "
                               "configuration with different run.seed")
-        seen[real] = str(d)
+        seen[real] = str(run_dir)
     runs = [_load(Path(d), discard) for d in run_dirs]
     ref = runs[0]
     for j, r in enumerate(runs[1:], start=1):
