@@ -53,7 +53,7 @@ class LadderSettings(NamedTuple):
         """What the compiled function is specialised on (the rest are its arguments)."""
         return (self.n_leapfrog, self.step_size_jitter, self.n_leapfrog_jitter, self.reflect,
                 self.float32, self.scheme, self.n_swaps,
-                int(np.max(self.n_trajectories_k, initial=0)),
+                tuple(int(n) for n in self.n_trajectories_k),
                 tuple(int(k) for k in np.flatnonzero(self.prior_k)))
 
 
@@ -158,57 +158,78 @@ class LadderKernel:
     def _transitions(self, state: DeviceState, key: Any, c: dict[str, Any], x: Any, y: Any
                      ) -> tuple[DeviceState, Any, Any]:
         s = self.settings
-        trajectories = make_trajectories(self.network.energy_and_grad_row, s.reflect)
-        energy_k = jax.vmap(self.exact.energy_row, in_axes=(0, None, None, 0, 0, 0))
-        n_max = int(np.max(np.asarray(s.n_trajectories_k), initial=0))
-        k_count, n = state.theta.shape
-        n_l = s.n_leapfrog
-        lo = max(1, int(np.ceil((1.0 - s.n_leapfrog_jitter) * n_l - 1e-9)))
-
-        def one(t: int, carry: tuple[Any, ...]) -> tuple[Any, ...]:
-            st, n_acc, n_div = carry
-            kt = jax.random.fold_in(key, t)
-            k_p, k_u, k_dt, k_l = jax.random.split(kt, 4)
-            active = (t < c["n_traj"]) & ~c["prior"]
-            p = jax.random.normal(k_p, (k_count, n), jnp.float64) * c["p_scale"]
-            k0 = 0.5 * jnp.sum(c["inv_mass"] * p * p, axis=1)
-            log_u = jnp.log(jax.random.uniform(k_u, (k_count,), jnp.float64))
-            dt = st.step_size
-            if s.step_size_jitter > 0:
-                u = jax.random.uniform(k_dt, (k_count,), jnp.float64)
-                dt = dt * (1.0 + s.step_size_jitter * (2.0 * u - 1.0))
-            steps = jnp.full((k_count,), n_l, jnp.int64)
-            if s.n_leapfrog_jitter > 0:
-                u = jax.random.uniform(k_l, (k_count,), jnp.float64)
-                steps = lo + jnp.minimum(jnp.floor(u * (n_l - lo + 1)).astype(jnp.int64),
-                                         n_l - lo)
-            theta1, p1, g1, e1, _, status, _ = trajectories(
-                st.theta, p, st.grad, c["inv_mass"], dt, steps, c["half_width"],
-                c["runaway"], x, y, c["tau"], c["prec"], c["const"])
-            divergent = status != lf.OK
-            if s.float32:
-                e1 = jnp.where(divergent, e1, energy_k(theta1, x, y, c["tau"], c["prec"],
-                                                        c["const"]))
-            in_box = jnp.all(jnp.abs(theta1) < c["half_width"], axis=1) | s.reflect
-            divergent = divergent | ~jnp.isfinite(e1)
-            k1 = 0.5 * jnp.sum(c["inv_mass"] * p1 * p1, axis=1)
-            d_h = (e1 + k1) - (st.energy + k0)
-            log_a = jnp.where(in_box, -d_h / c["temp"], -jnp.inf)
-            divergent = divergent | jnp.isnan(log_a)
-            log_a = jnp.where(divergent, -jnp.inf, log_a)
-            accept = active & (log_u < log_a)
-            st = st._replace(theta=jnp.where(accept[:, None], theta1, st.theta),
-                             energy=jnp.where(accept, e1, st.energy),
-                             grad=jnp.where(accept[:, None], g1, st.grad))
-            return st, n_acc + accept, n_div + (active & divergent)
-
+        n_traj = np.asarray(s.n_trajectories_k)
+        sampled = ~np.asarray(s.prior_k, dtype=bool)
+        k_count = state.theta.shape[0]
         zeros = jnp.zeros(k_count, jnp.int64)
         carry = (state, zeros, zeros)
-        for t in range(n_max):   # a handful: unrolled, each a batched trajectory
-            carry = one(t, carry)
+        for t in range(int(np.max(n_traj, initial=0))):
+            # the slots with a t-th transition this iteration (static): with per-rung counts
+            # (a slow band) the later transitions compute only those rows
+            rows = np.flatnonzero((n_traj > t) & sampled)
+            if rows.size:
+                carry = self._transition(carry, jax.random.fold_in(key, t), rows, c, x, y)
         st, n_acc, n_div = carry
         # a prior rung's draws are always accepted, one per transition (as its CPU form)
         return st, jnp.where(c["prior"], c["n_traj"], n_acc), n_div
+
+    def _transition(self, carry: tuple[Any, ...], key: Any, rows: np.ndarray,
+                    c: dict[str, Any], x: Any, y: Any) -> tuple[Any, ...]:
+        """One HMC transition of the slots ``rows`` (:meth:`thermonet.samplers.hmc.HMC.step`
+        on arrays over them)."""
+        s = self.settings
+        st, n_acc, n_div = carry
+        every = rows.size == st.theta.shape[0]
+        idx = slice(None) if every else jnp.asarray(rows)
+
+        def pick(a: Any) -> Any:
+            return a if every else a[idx]
+
+        trajectories = make_trajectories(self.network.energy_and_grad_row, s.reflect)
+        energy_k = jax.vmap(self.exact.energy_row, in_axes=(0, None, None, 0, 0, 0))
+        k_rows, n = rows.size, st.theta.shape[1]
+        n_l = s.n_leapfrog
+        lo = max(1, int(np.ceil((1.0 - s.n_leapfrog_jitter) * n_l - 1e-9)))
+        k_p, k_u, k_dt, k_l = jax.random.split(key, 4)
+        inv_mass, half_width = pick(c["inv_mass"]), pick(c["half_width"])
+        tau, prec, const = pick(c["tau"]), pick(c["prec"]), pick(c["const"])
+        theta0, grad0, energy0 = pick(st.theta), pick(st.grad), pick(st.energy)
+        p = jax.random.normal(k_p, (k_rows, n), jnp.float64) * pick(c["p_scale"])
+        k0 = 0.5 * jnp.sum(inv_mass * p * p, axis=1)
+        log_u = jnp.log(jax.random.uniform(k_u, (k_rows,), jnp.float64))
+        dt = pick(st.step_size)
+        if s.step_size_jitter > 0:
+            u = jax.random.uniform(k_dt, (k_rows,), jnp.float64)
+            dt = dt * (1.0 + s.step_size_jitter * (2.0 * u - 1.0))
+        steps = jnp.full((k_rows,), n_l, jnp.int64)
+        if s.n_leapfrog_jitter > 0:
+            u = jax.random.uniform(k_l, (k_rows,), jnp.float64)
+            steps = lo + jnp.minimum(jnp.floor(u * (n_l - lo + 1)).astype(jnp.int64), n_l - lo)
+        theta1, p1, g1, e1, _, status, _ = trajectories(
+            theta0, p, grad0, inv_mass, dt, steps, half_width, pick(c["runaway"]), x, y, tau,
+            prec, const)
+        divergent = status != lf.OK
+        if s.float32:
+            e1 = jnp.where(divergent, e1, energy_k(theta1, x, y, tau, prec, const))
+        in_box = jnp.all(jnp.abs(theta1) < half_width, axis=1) | s.reflect
+        divergent = divergent | ~jnp.isfinite(e1)
+        k1 = 0.5 * jnp.sum(inv_mass * p1 * p1, axis=1)
+        d_h = (e1 + k1) - (energy0 + k0)
+        log_a = jnp.where(in_box, -d_h / pick(c["temp"]), -jnp.inf)
+        divergent = divergent | jnp.isnan(log_a)
+        log_a = jnp.where(divergent, -jnp.inf, log_a)
+        accept = log_u < log_a
+        theta = jnp.where(accept[:, None], theta1, theta0)
+        energy = jnp.where(accept, e1, energy0)
+        grad = jnp.where(accept[:, None], g1, grad0)
+        if every:
+            return (st._replace(theta=theta, energy=energy, grad=grad), n_acc + accept,
+                    n_div + divergent)
+        return (st._replace(theta=st.theta.at[idx].set(theta),
+                            energy=st.energy.at[idx].set(energy),
+                            grad=st.grad.at[idx].set(grad)),
+                n_acc.at[idx].add(accept.astype(jnp.int64)),
+                n_div.at[idx].add(divergent.astype(jnp.int64)))
 
     def _swaps(self, state: DeviceState, key: Any, iteration: Any, c: dict[str, Any]
                ) -> tuple[DeviceState, Any, Any]:
