@@ -17,23 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from typing import Any
 
 import numpy as np
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from harness import cpu_flags, cpu_model
 
 
 def data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
@@ -121,7 +109,9 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     arch = M3()
-    info: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count(),
+    vector = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f", "avx512bw",
+                                                      "avx512vl"))
+    info: dict[str, Any] = {"cpu": cpu_model(), "flags": vector, "cores": os.cpu_count(),
                             "replicas": args.replicas, "n_leapfrog": args.n_leapfrog,
                             "results": {}}
     if "jax" in args.engines:
@@ -135,7 +125,8 @@ def main() -> None:
         numba_ref = {n: r["numba"] for n, r in ref["results"].items() if "numba" in r}
         info["numba_from"] = ref.get("cpu", "?")
     theta = rng.uniform(-0.3, 0.3, (args.replicas, arch.n_params))
-    print(f"# M(3), {args.replicas} replicas; CPU {info['cpu']} ({info['cores']} cores)"
+    print(f"# M(3), {args.replicas} replicas; CPU {info['cpu']} ({info['cores']} cores; "
+          f"{' '.join(vector) or 'no AVX2'})"
           + (f"; JAX on {info['jax_device']}" if "jax_device" in info else ""))
     print(f"{'N':>6} {'data':>7} {'engine':>22} {'replica-grad/s':>15} {'x numba':>8}")
     for n in args.n:
