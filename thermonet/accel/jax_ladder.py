@@ -113,10 +113,12 @@ class LadderKernel:
              consts: dict[str, Any]) -> tuple[DeviceState, dict[str, Any]]:
         """One iteration from ``state``; the random numbers are keyed by the two 32-bit
         ``seed_words`` (drawn by the caller from a checkpointed stream) and ``iteration``.
-        Returns the new device state and the diagnostics (device arrays)."""
+        Returns the new device state and the diagnostics (NumPy arrays, fetched in one
+        transfer)."""
         words = jnp.asarray(np.asarray(seed_words, dtype=np.uint32))
-        return self._step(state, jnp.asarray(iteration, dtype=jnp.int64), words, consts,
-                          self.network.x, self.network.y)
+        state, info = self._step(state, jnp.asarray(iteration, dtype=jnp.int64), words, consts,
+                                 self.network.x, self.network.y)
+        return state, jax.device_get(info)
 
     # -- the compiled iteration --------------------------------------------------------------
 

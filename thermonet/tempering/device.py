@@ -25,7 +25,7 @@ import numpy as np
 from thermonet.tempering.exchange import REInfo, ReplicaExchange, REState, Streams
 from thermonet.tempering.ladder import Ladder
 from thermonet.tempering.prior_rung import PriorRung
-from thermonet.tempering.swaps import SCHEMES, RandomPairs
+from thermonet.tempering.swaps import RandomPairs
 
 
 class DeviceSlots(Sequence[Any]):
@@ -76,13 +76,12 @@ class DeviceReplicaExchange(ReplicaExchange):
     def device_settings(self) -> Any:
         """The ladder's :class:`thermonet.accel.jax_ladder.LadderSettings`, or None when some
         part of an iteration cannot run on the device (it then runs slot by slot)."""
-        from thermonet.accel.jax_ladder import SCHEMES as DEVICE_SCHEMES
-        from thermonet.accel.jax_ladder import LadderSettings
+        from thermonet.accel.jax_ladder import SCHEMES, LadderSettings
 
         spec = getattr(self.potential, "spec", None)
         if spec is None or not hasattr(self.potential, "network"):
             return None
-        if self.swap.name not in DEVICE_SCHEMES or self.swap.name not in SCHEMES:
+        if self.swap.name not in SCHEMES:
             return None
         transitions, prior_k, potentials = [], [], []
         for sampler in self.samplers:
