@@ -9,12 +9,18 @@ nothing is skipped silently.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.runs import TINY
 from tests.source_plugins import source_entry_points, with_source_plugins
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _mnist_missing_reason() -> str | None:
@@ -23,6 +29,37 @@ def _mnist_missing_reason() -> str | None:
         return None
     return ("full MNIST not available: set THERMONET_MNIST_DIR to the directory holding the four "
             "IDX files")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis's profile for the tier, and the kernels compiled once before xdist's workers
+    start (each worker would otherwise compile the same kernels into the shared cache)."""
+    from hypothesis import HealthCheck, settings
+
+    common = {"deadline": None, "derandomize": True, "database": None,
+              "suppress_health_check": list(HealthCheck)}
+    settings.register_profile("full", max_examples=300, **common)
+    settings.register_profile("dev", max_examples=40, **common)
+    developer = "not slow" in (config.getoption("markexpr", "") or "")
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE",
+                                         "dev" if developer else "full"))
+    controller = not hasattr(config, "workerinput")
+    if controller and (getattr(config.option, "numprocesses", None) or 0) > 0:
+        _compile_kernels()
+
+
+def _compile_kernels() -> None:
+    """Run the embedded M(3) set-up for one iteration in a child process: it compiles the
+    MLP, leapfrog and minimiser kernels into Numba's on-disk cache, which the workers then
+    load. A failure here is left for the tests themselves to report."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "thermonet", "-q", "run",
+                        str(ROOT / "tests" / "configs" / "re_small.toml"), "--out",
+                        str(Path(tmp) / "run"), "--set", "run.n_iterations=1",
+                        "--set", "minimiser.max_steps=2", "--set", "init.burn_in=[1, 1]"],
+                       cwd=tmp, capture_output=True, check=False, timeout=900)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,3 +129,25 @@ def d500():
     from thermonet.data import load_dataset
 
     return load_dataset("D500")
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The tiny run (tests/configs/tiny.toml) run once per session: a finished 12-iteration
+    run directory. Read it only; a test that changes a run takes :func:`tiny_run_copy`."""
+    from thermonet.config import load
+    from thermonet.runner import Run, detach_log
+
+    base = tmp_path_factory.mktemp("tiny")
+    (base / "tiny.toml").write_text(TINY)
+    try:
+        Run.create(load(base / "tiny.toml"), base / "run").run(quiet=True)
+    finally:
+        detach_log()
+    return base / "run"
+
+
+@pytest.fixture
+def tiny_run_copy(tiny_run, tmp_path) -> Path:
+    """A copy of :func:`tiny_run` of this test's own."""
+    return Path(shutil.copytree(tiny_run, tmp_path / "run"))

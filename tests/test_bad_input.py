@@ -417,7 +417,8 @@ def test_fuzz_run_configs_and_parameter_files(tmp_path: pathlib.Path) -> None:
 
     docs, values = _fuzz_strategies()
 
-    @settings(max_examples=300, derandomize=True, deadline=None, database=None,
+    # the example counts come from the tier's Hypothesis profile (tests/conftest.py)
+    @settings(derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(docs)
     def fuzz_config(doc: dict[str, Any]) -> None:
@@ -428,7 +429,8 @@ def test_fuzz_run_configs_and_parameter_files(tmp_path: pathlib.Path) -> None:
             except ThermonetError as err:
                 one_line(err)
 
-    @settings(max_examples=150, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=max(1, settings.default.max_examples // 2), derandomize=True,
+              deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.one_of(values.map(lambda v: ("json", json.dumps(v, allow_nan=True).encode())),
                      st.binary(max_size=64).map(lambda b: ("txt", b)),

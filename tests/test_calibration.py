@@ -20,11 +20,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import TINY as GAUSS
 from thermonet.cli import main
 from thermonet.io import checkpoint as ckpt
 from thermonet.kernels import backend, calibration
-
-from .test_runner import GAUSS
 
 MKL_LIB, _ = backend.load_mkl()
 needs_mkl = pytest.mark.skipif(MKL_LIB is None, reason="MKL is not installed")

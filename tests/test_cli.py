@@ -139,12 +139,12 @@ def test_the_set_syntax_hint_is_one_the_command_accepts(command, body, tmp_path)
     # the hint was sampler.t_max=10, refused since t_max moved to [ladder]
     import re
 
+    import tests.runs
     import tests.test_annealing
     import tests.test_evidence_cli
-    import tests.test_runner
     from thermonet import config as cfgmod
 
-    text = {"GAUSS": tests.test_runner.GAUSS,
+    text = {"GAUSS": tests.runs.TINY,
             "MACKAY_CONFIG": tests.test_evidence_cli.MACKAY_CONFIG,
             "TINY_TOML": tests.test_annealing.TINY_TOML}[body]
     cfg = tmp_path / "c.toml"

@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from tests.runs import TINY as GAUSS
 from tests.test_annealing import TINY_TOML
 from tests.test_evidence_cli import MACKAY_CONFIG
-from tests.test_runner import GAUSS
 from thermonet import config as cfgmod
 from thermonet.cli import COMMANDS, main
 from thermonet.samplers.hmc import HMCConfig
@@ -46,7 +46,10 @@ burn_in = [1]
 name = "hmc-gibbs"
 """
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
+# half the tier's example count (the Hypothesis profile of tests/conftest.py): each example
+# runs a command
+FUZZ = settings(max_examples=max(1, settings.default.max_examples // 2), deadline=None,
+                derandomize=True,
                 suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 
 

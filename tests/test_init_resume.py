@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.test_runner import GAUSS, _assert_same, _tree
+from tests.runs import TINY as GAUSS
+from tests.runs import assert_same, tree
 from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet import interrupt
@@ -46,7 +47,7 @@ def straight(ten, tmp_path):
     out = tmp_path / "straight"
     Run.create(cfgmod.load(ten), out).run()
     detach_log()
-    return _tree(out)
+    return tree(out)
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def test_a_crash_after_a_save_resumes_without_redoing_the_saved_replicas(
     assert res.exit_code == 0, res.output
     assert len(draws) == 6 + 1     # the other six replicas, and one to compile the kernels
     assert not (out / initfile.INITIALISATION).exists()
-    _assert_same(straight, _tree(out))
+    assert_same(straight, tree(out))
     assert "4 of 10 replica(s) were initialised before the interruption" in (
         out / ckpt.LOG).read_text()
 
@@ -150,7 +151,7 @@ def test_a_stop_request_during_initialisation_says_how_to_continue(
     monkeypatch.setattr(runinit, "save_partial", initfile.write_partial)
     res = _invoke("-q", "resume", out)
     assert res.exit_code == 0, res.output
-    _assert_same(straight, _tree(out))
+    assert_same(straight, tree(out))
     counters = ckpt.read_checkpoint(out).counters
     assert counters["init_s"] <= counters["elapsed_s"]
 

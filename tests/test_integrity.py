@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.test_runner import GAUSS as RUNNER_GAUSS
+from tests.runs import TINY as RUNNER_GAUSS
 from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main

@@ -4,42 +4,21 @@ nothing."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from tests.test_runner import GAUSS
-from thermonet.cli import main
+from tests.runs import TINY as GAUSS
+from tests.runs import invoke, one_error_line, snapshot
 from thermonet.io import outputs
 from thermonet.io.lock import LOCK_NAME
 
 
-def _invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _one_error_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.output
-    assert "Traceback" not in res.output
-    return lines[0]
-
-
-def _snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file()}
-
-
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    """A finished 12-iteration run (4 trace segments)."""
-    base = tmp_path_factory.mktemp("outputs")
-    cfg = base / "gauss.toml"
-    cfg.write_text(GAUSS)
-    res = _invoke("-q", "run", cfg, "--out", base / "R")
-    assert res.exit_code == 0, res.output
-    return base / "R"
+def finished_run(tiny_run, tmp_path_factory) -> Path:
+    """A copy of the tiny run of its own (finished: 12 iterations, 4 trace segments)."""
+    return Path(shutil.copytree(tiny_run, tmp_path_factory.mktemp("outputs") / "R"))
 
 
 def _kept_files(run: Path) -> list[Path]:
@@ -49,15 +28,15 @@ def _kept_files(run: Path) -> list[Path]:
 
 
 def test_export_never_replaces_a_runs_own_files(finished_run):
-    before = _snapshot(finished_run)
+    before = snapshot(finished_run)
     for target in _kept_files(finished_run):
-        res = _invoke("export", finished_run, "--out", target)
+        res = invoke("export", finished_run, "--out", target)
         assert res.exit_code == 1, (target, res.output)
-        line = _one_error_line(res)
+        line = one_error_line(res)
         assert f"--out {target}" in line and "keeps" in line and "choose another --out" in line
-        assert _snapshot(finished_run) == before
+        assert snapshot(finished_run) == before
     assert not (finished_run / "initialisation.h5").exists()
-    assert _invoke("info", finished_run).exit_code == 0
+    assert invoke("info", finished_run).exit_code == 0
 
 
 @pytest.mark.parametrize("command, names", [
@@ -77,26 +56,26 @@ def test_every_command_that_writes_a_named_file_refuses_a_runs_own_files(finishe
     monkeypatch.setattr(thermonet.data, "load_data", no_work)
     monkeypatch.setattr(thermonet.data, "build_embedded", no_work)
     monkeypatch.setattr(thermonet.baseline, "standard_optimisation", no_work)
-    before = _snapshot(finished_run)
+    before = snapshot(finished_run)
     for name in names:
-        res = _invoke(*command, "--out", finished_run / name)
+        res = invoke(*command, "--out", finished_run / name)
         assert res.exit_code == 1, (name, res.output)
-        assert "keeps" in _one_error_line(res)
-    assert _snapshot(finished_run) == before
+        assert "keeps" in one_error_line(res)
+    assert snapshot(finished_run) == before
 
 
 def test_analyse_and_plot_refuse_a_runs_own_files(finished_run):
-    before = _snapshot(finished_run)
-    res = _invoke("analyse", finished_run, "--no-test", "--out", finished_run / "trace" / "a")
-    assert res.exit_code == 1 and "run's own files" in _one_error_line(res)
-    res = _invoke("plot", finished_run, "--kind", "ladder", "--out",
+    before = snapshot(finished_run)
+    res = invoke("analyse", finished_run, "--no-test", "--out", finished_run / "trace" / "a")
+    assert res.exit_code == 1 and "run's own files" in one_error_line(res)
+    res = invoke("plot", finished_run, "--kind", "ladder", "--out",
                   finished_run / "trace" / "f.png")
-    assert res.exit_code == 1 and "keeps" in _one_error_line(res)
-    assert _snapshot(finished_run) == before
+    assert res.exit_code == 1 and "keeps" in one_error_line(res)
+    assert snapshot(finished_run) == before
 
 
 def test_run_evidence_and_anneal_refuse_a_runs_trace_directory(finished_run, tmp_path):
-    before = _snapshot(finished_run)
+    before = snapshot(finished_run)
     from tests.test_annealing import TINY_TOML
     from tests.test_evidence_cli import MACKAY_CONFIG
 
@@ -106,10 +85,10 @@ def test_run_evidence_and_anneal_refuse_a_runs_trace_directory(finished_run, tmp
         configs[name].write_text(body)
     for command in (["run", configs["run"]], ["evidence", configs["evidence"]],
                     ["anneal", configs["anneal"]]):
-        res = _invoke("-q", *command, "--out", finished_run / "trace")
+        res = invoke("-q", *command, "--out", finished_run / "trace")
         assert res.exit_code == 1, (command, res.output)
-        assert "keeps" in _one_error_line(res)
-    assert _snapshot(finished_run) == before
+        assert "keeps" in one_error_line(res)
+    assert snapshot(finished_run) == before
 
 
 def test_the_same_names_outside_a_thermonet_directory_are_the_users(tmp_path):

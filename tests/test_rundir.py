@@ -16,27 +16,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from tests.test_runner import GAUSS, _assert_same, _tree
+from tests.runs import TINY as GAUSS
+from tests.runs import assert_same, invoke, one_error_line, tree
 from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
-from thermonet.cli import main
 from thermonet.io.atomic import TEMP_SUFFIX, temp_path
 from thermonet.io.digest import sign
 from thermonet.io.lock import LOCK_NAME, DirLock, RunLockedError
 from thermonet.runner import Run, detach_log
-
-
-def _invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _one_error_line(res) -> str:
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.output
-    assert "Traceback" not in res.output
-    return lines[0]
 
 
 def _snapshot(run_dir: Path) -> dict[str, bytes]:
@@ -77,9 +65,9 @@ def test_run_into_the_configs_own_directory_never_replaces_the_users_config(tmp_
     (tmp_path / "config.toml").write_text(GAUSS)
     monkeypatch.chdir(tmp_path)
     for extra in ([], ["--overwrite"]):
-        res = _invoke("-q", "run", "config.toml", "--out", ".", *extra)
+        res = invoke("-q", "run", "config.toml", "--out", ".", *extra)
         assert res.exit_code != 0
-        line = _one_error_line(res)
+        line = one_error_line(res)
         assert "is not a configuration thermonet wrote" in line and "another --out" in line
         assert (tmp_path / "config.toml").read_text() == GAUSS
         assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
@@ -87,11 +75,11 @@ def test_run_into_the_configs_own_directory_never_replaces_the_users_config(tmp_
 
 def test_a_run_directorys_own_config_may_be_run_again_over_it(gauss_cfg, tmp_path):
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
-    before = _tree(out)
-    res = _invoke("-q", "run", out / "config.toml", "--out", out, "--overwrite")
+    assert invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    before = tree(out)
+    res = invoke("-q", "run", out / "config.toml", "--out", out, "--overwrite")
     assert res.exit_code == 0, res.output
-    _assert_same(before, _tree(out))        # the resolved config is the same configuration
+    assert_same(before, tree(out))        # the resolved config is the same configuration
 
 
 # --- 2. temporary files --------------------------------------------------------------------------
@@ -100,7 +88,7 @@ def test_overwrite_and_resume_remove_only_thermonets_temporary_files(gauss_cfg, 
     assert temp_path(Path("x/checkpoint.h5")).name == "checkpoint.h5" + TEMP_SUFFIX
     assert TEMP_SUFFIX != ".tmp"
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out, "--set",
+    assert invoke("-q", "run", gauss_cfg, "--out", out, "--set",
                    "run.n_iterations=6").exit_code == 0
     mine = [out / "notes.tmp", out / "trace" / "plot.tmp", out / "checkpoint.tmp"]
     for p in mine:
@@ -110,10 +98,10 @@ def test_overwrite_and_resume_remove_only_thermonets_temporary_files(gauss_cfg, 
             out / "trace" / "it000000007-000000009.h5.tmp"]
     for p in ours:
         p.write_bytes(b"half written")
-    assert _invoke("-q", "resume", out, "--iterations", "9").exit_code == 0
+    assert invoke("-q", "resume", out, "--iterations", "9").exit_code == 0
     assert all(p.read_text() == "mine" for p in mine)
     assert not any(p.exists() for p in ours)
-    assert _invoke("-q", "run", gauss_cfg, "--out", out, "--overwrite").exit_code == 0
+    assert invoke("-q", "run", gauss_cfg, "--out", out, "--overwrite").exit_code == 0
     assert all(p.read_text() == "mine" for p in mine)
 
 
@@ -124,16 +112,16 @@ def test_a_refused_resume_changes_nothing(gauss_cfg, tmp_path):
     Run.create(cfgmod.load(gauss_cfg), out).run()
     detach_log()
     before = _snapshot(out)
-    res = _invoke("-q", "resume", out, "--iterations", "10")
-    assert res.exit_code != 0 and "below the 12 iterations already done" in _one_error_line(res)
+    res = invoke("-q", "resume", out, "--iterations", "10")
+    assert res.exit_code != 0 and "below the 12 iterations already done" in one_error_line(res)
     assert _snapshot(out) == before
     # refused late, after the configuration was resolved: the stored energies do not match
     with h5py.File(out / "checkpoint.h5", "r+") as fh:
         fh["state/energy"][0] += 1.0
         sign(fh)        # a consistent checkpoint of other data, not a damaged file
     before = _snapshot(out)
-    res = _invoke("-q", "resume", out, "--iterations", "20")
-    assert res.exit_code != 0 and "E(theta) of slot 0" in _one_error_line(res)
+    res = invoke("-q", "resume", out, "--iterations", "20")
+    assert res.exit_code != 0 and "E(theta) of slot 0" in one_error_line(res)
     assert _snapshot(out) == before                       # config.toml still says 12
     assert "n_iterations = 12" in (out / "config.toml").read_text()
 
@@ -142,38 +130,38 @@ def test_a_refused_resume_changes_nothing(gauss_cfg, tmp_path):
 
 def test_run_refuses_a_directory_with_a_trace_but_no_checkpoint(gauss_cfg, tmp_path):
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    assert invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
     (out / "checkpoint.h5").unlink()
     before = _snapshot(out)
-    res = _invoke("-q", "run", gauss_cfg, "--out", out, "--set", "run.n_iterations=6")
+    res = invoke("-q", "run", gauss_cfg, "--out", out, "--set", "run.n_iterations=6")
     assert res.exit_code != 0
-    line = _one_error_line(res)
+    line = one_error_line(res)
     assert "holds an unfinished run" in line and "--overwrite" in line
     assert _snapshot(out) == before
-    res = _invoke("-q", "run", gauss_cfg, "--out", out, "--set", "run.n_iterations=6",
+    res = invoke("-q", "run", gauss_cfg, "--out", out, "--set", "run.n_iterations=6",
                   "--overwrite")
     assert res.exit_code == 0, res.output
     assert [p.name for p in sorted((out / "trace").iterdir())] == [
         "it000000001-000000003.h5", "it000000004-000000006.h5"]     # no stale segments
-    assert _invoke("info", out).exit_code == 0
+    assert invoke("info", out).exit_code == 0
 
 
 def test_a_checkpoint_deleted_after_iterations_is_not_called_an_interrupted_initialisation(
         gauss_cfg, tmp_path):
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    assert invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
     (out / "checkpoint.h5").unlink()
     before = _snapshot(out)
     for command in (["info", out], ["-q", "resume", out]):
-        res = _invoke(*command)
+        res = invoke(*command)
         assert res.exit_code == 1, res.output
-        line = _one_error_line(res)
+        line = one_error_line(res)
         assert "4 trace segments (iterations 1-12)" in line and "deleted or lost" in line
         # --overwrite would discard the 4 segments: not offered as the way on
         assert "initialisation" not in line and "--overwrite" not in line
         assert f"restore it (from a backup) and `thermonet resume {out}`" in line
-    res = _invoke("-q", "run", gauss_cfg, "--out", out)
-    line = _one_error_line(res)
+    res = invoke("-q", "run", gauss_cfg, "--out", out)
+    line = one_error_line(res)
     assert "deleted or lost" in line and "interrupted during initialisation" not in line
     assert "--overwrite to discard that trace" in line
     assert _snapshot(out) == before
@@ -182,15 +170,15 @@ def test_a_checkpoint_deleted_after_iterations_is_not_called_an_interrupted_init
 def test_resume_refuses_trace_segments_of_another_run(gauss_cfg, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for out, seed in ((a, 1), (b, 2)):
-        assert _invoke("-q", "run", gauss_cfg, "--out", out, "--seed", seed, "--set",
+        assert invoke("-q", "run", gauss_cfg, "--out", out, "--seed", seed, "--set",
                        "run.n_iterations=6").exit_code == 0
     name = "it000000001-000000003.h5"
     uuid_a, uuid_b = ckpt.read_checkpoint(a).run_uuid, ckpt.read_checkpoint(b).run_uuid
     shutil.copy(b / "trace" / name, a / "trace" / name)
     before = _snapshot(a)
-    res = _invoke("-q", "resume", a, "--iterations", "12")
+    res = invoke("-q", "resume", a, "--iterations", "12")
     assert res.exit_code != 0
-    line = _one_error_line(res)
+    line = one_error_line(res)
     assert name in line and uuid_a in line and uuid_b in line and "move it" in line
     assert _snapshot(a) == before
 
@@ -217,15 +205,15 @@ def test_a_second_process_on_a_run_directory_is_refused(gauss_cfg, tmp_path):
         _wait_for_lock(out, proc)
         for args in (["-q", "resume", out], ["-q", "run", gauss_cfg, "--out", out,
                                              "--overwrite"]):
-            res = _invoke(*args)
+            res = invoke(*args)
             assert res.exit_code != 0
-            line = _one_error_line(res)
+            line = one_error_line(res)
             assert f"PID {proc.pid}" in line and "in use by another thermonet process" in line
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
-    res = _invoke("-q", "resume", out, "--iterations", str(ckpt.read_checkpoint(out).iteration
+    res = invoke("-q", "resume", out, "--iterations", str(ckpt.read_checkpoint(out).iteration
                                                            + 2))
     assert res.exit_code == 0, res.output                  # released when the process ended
 
@@ -271,9 +259,9 @@ def test_sigint_and_sigterm_stop_at_a_safe_point_and_resume_is_exact(tmp_path):
     assert not list(victim.rglob("*" + TEMP_SUFFIX))
     assert stops == sorted(stops) and stops[-1] < 1500
     assert any(s % 7 for s in stops)        # stopped off the checkpoint grid, committed anyway
-    res = _invoke("-q", "resume", victim)
+    res = invoke("-q", "resume", victim)
     assert res.exit_code == 0, res.output
-    _assert_same(_tree(straight), _tree(victim))
+    assert_same(tree(straight), tree(victim))
 
 
 # --- 7. interrupted initialisation -----------------------------------------------------------------
@@ -295,13 +283,13 @@ def test_a_run_interrupted_during_initialisation_is_recognised(gauss_cfg, tmp_pa
     else:
         assert proc.returncode == -signal.SIGKILL
     assert not (out / "checkpoint.h5").exists()
-    res = _invoke("-q", "resume", out)
+    res = invoke("-q", "resume", out)
     assert res.exit_code != 0
-    line = _one_error_line(res)
+    line = one_error_line(res)
     assert "was interrupted during initialisation (no checkpoint yet" in line
     command = f"thermonet run {out / 'config.toml'} --out {out} --overwrite"
     assert command in line
-    res = _invoke("-q", *command.split()[1:], "--set", "init.burn_in=[3]")   # it works
+    res = invoke("-q", *command.split()[1:], "--set", "init.burn_in=[3]")   # it works
     assert res.exit_code == 0, res.output
     assert ckpt.read_checkpoint(out).iteration == 12
 
@@ -326,16 +314,16 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_loses_nothing(gauss_cfg
 
     monkeypatch.setattr(ckmod, "write_checkpoint", full_disk)
     out = tmp_path / "r"
-    res = _invoke("-q", "run", gauss_cfg, "--out", out)
+    res = invoke("-q", "run", gauss_cfg, "--out", out)
     assert res.exit_code != 0
-    line = _one_error_line(res)
+    line = one_error_line(res)
     assert line == (f"Error: disk full while writing {out / 'checkpoint.h5'}; the last good "
                     "checkpoint is iteration 3 and nothing before it is lost; free space and "
                     f"`thermonet resume {out}`")
     monkeypatch.setattr(ckmod, "write_checkpoint", real)
     assert ckpt.read_checkpoint(out).iteration == 3
-    assert _invoke("-q", "resume", out).exit_code == 0
-    _assert_same(_tree(straight), _tree(out))
+    assert invoke("-q", "resume", out).exit_code == 0
+    assert_same(tree(straight), tree(out))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
@@ -364,8 +352,8 @@ def test_a_file_size_limit_during_a_trace_write_is_one_line_and_loses_nothing(tm
                            f"{out / 'trace' / 'it000000001-000000300.h5'}; the last good "
                            "checkpoint is iteration 0")
     assert not list(out.rglob("*" + TEMP_SUFFIX))
-    assert _invoke("-q", "resume", out).exit_code == 0
-    _assert_same(_tree(straight), _tree(out))
+    assert invoke("-q", "resume", out).exit_code == 0
+    assert_same(tree(straight), tree(out))
 
 
 # --- 9. outputs checked before any work, written atomically ----------------------------------------
@@ -389,20 +377,20 @@ def test_minimise_and_baseline_check_out_before_any_work(tmp_path, monkeypatch):
     for out, expected in _bad_outs(tmp_path):
         for command in (["minimise", "--arch", "M1", "--data", "D50"],
                         ["baseline", "--arch", "M1", "--data", "D50", "--draws", "2"]):
-            res = _invoke(*command, "--out", out)
+            res = invoke(*command, "--out", out)
             assert res.exit_code == 1, res.output
-            assert expected in _one_error_line(res)
-    res = _invoke("minimise", "--arch", "M1", "--data", "D50", "--out", tmp_path / "w.txt")
+            assert expected in one_error_line(res)
+    res = invoke("minimise", "--arch", "M1", "--data", "D50", "--out", tmp_path / "w.txt")
     assert res.exit_code == 1 and "expected a file name ending in .npy or .json" in res.output
     assert (tmp_path / "file.txt").read_text() == "mine"
 
 
 def test_plot_checks_out_before_any_work(tmp_path):
     for out, expected in _bad_outs(tmp_path):
-        res = _invoke("plot", tmp_path / "nothing", "--kind", "ladder", "--out",
+        res = invoke("plot", tmp_path / "nothing", "--kind", "ladder", "--out",
                       out.with_suffix(".png"))
         assert res.exit_code == 1
-        assert expected in _one_error_line(res)
+        assert expected in one_error_line(res)
 
 
 def test_minimise_writes_its_result_atomically(tmp_path, monkeypatch):
@@ -415,15 +403,15 @@ def test_minimise_writes_its_result_atomically(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(np, "save", interrupted)
-    res = _invoke("minimise", "--arch", "M1", "--data", "D50", "--test", "official",
+    res = invoke("minimise", "--arch", "M1", "--data", "D50", "--test", "official",
                   "--set", "max_steps=2", "--out", out)
     assert res.exit_code != 0
-    line = _one_error_line(res)                              # no traceback
+    line = one_error_line(res)                              # no traceback
     assert "disk full while writing" in line and "repeats the result exactly" in line
     assert out.read_bytes() == b"the previous result"       # never half a file
     assert not list(tmp_path.glob("*" + TEMP_SUFFIX))
     monkeypatch.setattr(np, "save", real)
-    res = _invoke("minimise", "--arch", "M1", "--data", "D50", "--test", "official",
+    res = invoke("minimise", "--arch", "M1", "--data", "D50", "--test", "official",
                   "--set", "max_steps=2", "--out", out)
     assert res.exit_code == 0, res.output
     assert np.load(out).shape == (np.load(out).size,)
@@ -506,12 +494,12 @@ def test_a_kernel_call_with_a_generator_is_unsafe_to_interrupt_throughout():
 def test_resume_shows_progress_unless_quiet(gauss_cfg, tmp_path):
     """A resumed run reports its progress as a new one does (it used to be silent for hours)."""
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
-    res = _invoke("resume", out, "--iterations", "15")
+    assert invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    res = invoke("resume", out, "--iterations", "15")
     assert res.exit_code == 0, res.output
     assert f"resuming {out} at iteration 12" in res.output
     assert "iteration 15/15" in res.output and "done: the run in" in res.output
-    quiet = _invoke("-q", "resume", out, "--iterations", "18")
+    quiet = invoke("-q", "resume", out, "--iterations", "18")
     assert quiet.exit_code == 0 and quiet.output == ""
 
 

@@ -8,48 +8,20 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
+from tests.runs import TINY, assert_same, invoke, tree
 from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.analysis import round_trips
-from thermonet.cli import main
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError, ThermonetError
 from thermonet.io.atomic import TEMP_SUFFIX
 from thermonet.runner import Run, detach_log
 
-GAUSS = """
-[run]
-seed = 5
-n_iterations = 12
-checkpoint_every = 3
-sample_every = 2
-adapt_every = 5
-[data]
-name = "none"
-[architecture]
-name = "gaussian_mixture"
-means = [[-2.0, 0.0], [2.0, 0.5]]
-widths = [0.5, 0.8]
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 5
-step_size = 0.3
-[ladder]
-n_temperatures = 4
-t_min = 0.5
-t_max = 8.0
-n_trajectories = 2
-"""
+GAUSS = TINY
 
 #: GAUSS in the form used before [ladder] existed
 GAUSS_LEGACY = GAUSS.split("[sampler]")[0] + """[sampler]
@@ -96,30 +68,6 @@ def gauss_cfg(tmp_path):
     p = tmp_path / "gauss.toml"
     p.write_text(GAUSS)
     return p
-
-
-def _invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _tree(run_dir: Path) -> dict:
-    """Everything a run directory holds, for bitwise comparison."""
-    ck = ckpt.read_checkpoint(run_dir)
-    tr = ckpt.read_trace(run_dir, samples=True)
-    return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
-            "slots": ck.slots, "trace": tr}
-
-
-def _assert_same(a: dict, b: dict) -> None:
-    assert a["iteration"] == b["iteration"]
-    assert a["rng"] == b["rng"]
-    assert np.array_equal(a["replica"], b["replica"])
-    assert a["slots"].keys() == b["slots"].keys()
-    for k in a["slots"]:
-        assert np.array_equal(a["slots"][k], b["slots"][k]), k
-    assert a["trace"].keys() == b["trace"].keys()
-    for k in a["trace"]:
-        assert np.array_equal(a["trace"][k], b["trace"][k]), k
 
 
 # --- configs -----------------------------------------------------------------------------------
@@ -184,7 +132,7 @@ def test_resume_is_bitwise_identical_to_a_straight_run(gauss_cfg, tmp_path):
     detach_log()
     Run.open(half, n_iterations=12).run(quiet=True)
     detach_log()
-    _assert_same(_tree(straight), _tree(half))
+    assert_same(tree(straight), tree(half))
     assert "n_iterations = 12  # commandline" in (half / "config.toml").read_text()
     Run.open(half).run(quiet=True)          # the rewritten config.toml resumes cleanly
     detach_log()
@@ -196,7 +144,7 @@ def test_resume_with_other_worker_count_is_identical(gauss_cfg, tmp_path):
     Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 5}), b).run(quiet=True)
     Run.open(b, n_iterations=12, workers=2).run(quiet=True)
     detach_log()
-    _assert_same(_tree(a), _tree(b))
+    assert_same(tree(a), tree(b))
 
 
 def test_m3_on_d50_resume_bit_for_bit(tmp_path):
@@ -207,8 +155,8 @@ def test_m3_on_d50_resume_bit_for_bit(tmp_path):
     Run.create(cfgmod.load(p, {"run.n_iterations": 3}), b).run(quiet=True)
     Run.open(b, n_iterations=6).run(quiet=True)
     detach_log()
-    ta, tb = _tree(a), _tree(b)
-    _assert_same(ta, tb)
+    ta, tb = tree(a), tree(b)
+    assert_same(ta, tb)
     assert ta["trace"]["samples_theta"].shape == (2, 3, 13970)
 
 
@@ -235,9 +183,9 @@ def test_kill_during_write_then_resume_is_exact(gauss_cfg, tmp_path, crash):
             or list((crashed / "trace").glob("*" + TEMP_SUFFIX)))
     done = ckpt.read_checkpoint(crashed).iteration
     assert 0 <= done < 12
-    res = _invoke("-q", "resume", crashed)
+    res = invoke("-q", "resume", crashed)
     assert res.exit_code == 0, res.output
-    _assert_same(_tree(straight), _tree(crashed))
+    assert_same(tree(straight), tree(crashed))
     assert not list(crashed.rglob("*" + TEMP_SUFFIX))
 
 
@@ -265,21 +213,21 @@ def test_sigkill_at_random_moments_then_resume_is_exact(gauss_cfg, tmp_path):
             killed += 1
         proc.communicate(timeout=120)
     assert killed >= 1
-    res = _invoke("-q", "resume", victim)
+    res = invoke("-q", "resume", victim)
     assert res.exit_code == 0, res.output
-    _assert_same(_tree(straight), _tree(victim))
+    assert_same(tree(straight), tree(victim))
 
 
 # --- refusing what does not fit ------------------------------------------------------------------
 
 def test_run_refuses_existing_run_dir_and_overwrite_works(gauss_cfg, tmp_path):
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
-    res = _invoke("-q", "run", gauss_cfg, "--out", out)
+    assert invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    res = invoke("-q", "run", gauss_cfg, "--out", out)
     assert res.exit_code == 1 and "already holds a run (iteration 12 of 12)" in res.output
     assert "thermonet resume" in res.output
     (out / "notes.txt").write_text("mine")
-    assert _invoke("-q", "run", gauss_cfg, "--out", out, "--overwrite").exit_code == 0
+    assert invoke("-q", "run", gauss_cfg, "--out", out, "--overwrite").exit_code == 0
     assert (out / "notes.txt").read_text() == "mine"        # only thermonet's files replaced
 
 
@@ -289,12 +237,12 @@ def test_resume_refuses_a_changed_config(gauss_cfg, tmp_path):
     detach_log()
     text = (out / "config.toml").read_text()
     (out / "config.toml").write_text(text.replace("t_max = 8.0", "t_max = 9.0"))
-    res = _invoke("resume", out)
+    res = invoke("resume", out)
     assert res.exit_code == 1
     assert "ladder.t_max: 8.0 -> 9.0" in res.output
     # extending the run is allowed
     (out / "config.toml").write_text(text.replace("n_iterations = 3", "n_iterations = 4"))
-    res = _invoke("-q", "resume", out)
+    res = invoke("-q", "resume", out)
     assert res.exit_code == 0, res.output
     assert ckpt.read_checkpoint(out).iteration == 4
 
@@ -325,7 +273,7 @@ def test_corrupt_or_foreign_checkpoints_get_clear_errors(gauss_cfg, tmp_path, da
     Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 3}), out).run(quiet=True)
     detach_log()
     damage(out / "checkpoint.h5")
-    res = _invoke("resume", out)
+    res = invoke("resume", out)
     assert res.exit_code == 1 and match in res.output
     assert len(res.output.strip().splitlines()) == 1
     assert len(ckpt.list_segments(out)) == 1                  # nothing saved was removed
@@ -345,8 +293,8 @@ def test_newer_format_version_is_refused(gauss_cfg, tmp_path):
 
 def test_info_json_matches_the_trace(gauss_cfg, tmp_path):
     out = tmp_path / "r"
-    assert _invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
-    res = _invoke("info", out, "--json")
+    assert invoke("-q", "run", gauss_cfg, "--out", out).exit_code == 0
+    res = invoke("info", out, "--json")
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     for key in ("iterations", "temperatures", "acceptance", "dt", "mean_energy",
@@ -360,7 +308,7 @@ def test_info_json_matches_the_trace(gauss_cfg, tmp_path):
     np.testing.assert_allclose(s["swap_acceptance"], tr["swap_accepted_k"].sum(0)
                                / tr["swap_attempted_k"].sum(0))
     assert np.all(np.asarray(s["acceptance"]) <= 1.0)
-    text = _invoke("info", out)
+    text = invoke("info", out)
     assert text.exit_code == 0 and "round trips" in text.output
 
 
@@ -490,13 +438,13 @@ def test_legacy_single_chain_config_is_a_one_rung_ladder(tmp_path):
 def test_legacy_config_runs_bit_for_bit_like_the_new_form(gauss_cfg, tmp_path):
     old = tmp_path / "old.toml"
     old.write_text(GAUSS_LEGACY)
-    res = _invoke("-q", "run", old, "--out", tmp_path / "a", "--set", "run.n_iterations=6")
+    res = invoke("-q", "run", old, "--out", tmp_path / "a", "--set", "run.n_iterations=6")
     assert res.exit_code == 0, res.output
     assert "Warning: [sampler] name = \"rehmc\"" in res.output
     assert "[ladder]" in (tmp_path / "a" / "config.toml").read_text()
     Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 6}), tmp_path / "b").run()
     detach_log()
-    _assert_same(_tree(tmp_path / "a"), _tree(tmp_path / "b"))
+    assert_same(tree(tmp_path / "a"), tree(tmp_path / "b"))
 
 
 def test_a_checkpoint_with_a_legacy_config_resumes(gauss_cfg, tmp_path):
@@ -521,7 +469,7 @@ def test_a_checkpoint_with_a_legacy_config_resumes(gauss_cfg, tmp_path):
     (old / "config.toml").write_text(legacy_text)
     Run.open(old, n_iterations=12).run()
     detach_log()
-    _assert_same(_tree(straight), _tree(old))
+    assert_same(tree(straight), tree(old))
     text = (old / "config.toml").read_text()
     assert "[ladder]" in text and "rehmc" not in text
     assert "n_leapfrog = 5  # config" in text

@@ -1,0 +1,61 @@
+"""What many tests share: the tiny run's config (tests/configs/tiny.toml), the CLI through
+Click's runner, a run directory's contents for bitwise comparison, and the one-line error
+check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from click.testing import CliRunner, Result
+
+#: the tiny run's TOML text; variants are made from it with ``str.replace``
+TINY = (Path(__file__).resolve().parent / "configs" / "tiny.toml").read_text()
+
+
+def invoke(*args: Any) -> Result:
+    """``thermonet ARGS...`` in this process (Click's runner)."""
+    from thermonet.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_error_line(res: Result) -> str:
+    """The output of a refused command: exactly one non-empty line, no traceback (Click's
+    runner catches an uncaught exception without printing it, hence the first check)."""
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    assert "Traceback" not in res.output
+    return lines[0]
+
+
+def snapshot(directory: Path, *, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Every file under ``directory`` (but those named in ``skip``), by content."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name not in skip}
+
+
+def tree(run_dir: Path) -> dict[str, Any]:
+    """Everything a run directory holds, for bitwise comparison."""
+    from thermonet.io.checkpoint import read_checkpoint
+    from thermonet.io.trace import read_trace
+
+    ck = read_checkpoint(run_dir)
+    tr = read_trace(run_dir, samples=True)
+    return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
+            "slots": ck.slots, "trace": tr}
+
+
+def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """Two :func:`tree` results are bit for bit equal."""
+    assert a["iteration"] == b["iteration"]
+    assert a["rng"] == b["rng"]
+    assert np.array_equal(a["replica"], b["replica"])
+    assert a["slots"].keys() == b["slots"].keys()
+    for k in a["slots"]:
+        assert np.array_equal(a["slots"][k], b["slots"][k]), k
+    assert a["trace"].keys() == b["trace"].keys()
+    for k in a["trace"]:
+        assert np.array_equal(a["trace"][k], b["trace"][k]), k
