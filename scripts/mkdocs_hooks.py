@@ -42,6 +42,6 @@ def api_markdown(module: str) -> str:
     return "\n".join(blocks)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs API)
+def on_page_markdown(markdown: str, page, config, files) -> str:
     """Expand the API markers of a page (mkdocs calls this for every page)."""
     return MARKER.sub(lambda m: api_markdown(m.group(1)), markdown)
