@@ -8,6 +8,7 @@ whose bytes changed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,29 @@ def resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) 
     for key in ("inputs", "outputs"):      # the columns read, also when defaulted
         if not data[key]:
             data[key] = list(split.train.provenance[key])
+
+
+def widths_from_data(name: str, defaults: Mapping[str, Any], given: Mapping[str, Any],
+                     data: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` (an ``[architecture]`` table) with ``n_inputs`` and ``n_outputs``, where the
+    architecture takes them, set from the data file's columns (``data.inputs``/``outputs``,
+    filled by :func:`resolve_data_file`); a value given that disagrees is a ConfigError."""
+    out = dict(given)
+    if not data.get("path"):
+        return out
+    for key, cols in (("n_inputs", "inputs"), ("n_outputs", "outputs")):
+        if key not in defaults or not data.get(cols):
+            continue
+        n = len(data[cols])
+        if key not in given:
+            out[key] = n
+        elif given[key] != n:
+            raise ConfigError(
+                f"[architecture] {name}: {key} = {given[key]!r}, but data file "
+                f"{data['path']} has {n} {cols} column{'s' if n != 1 else ''} "
+                f"({', '.join(map(str, data[cols]))}); expected the two to agree; remove "
+                f"{key} (it is taken from the file) or choose the columns with data.{cols}")
+    return out
 
 
 def _origin(sources: dict[str, str], key: str) -> str:
