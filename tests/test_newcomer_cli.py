@@ -155,6 +155,16 @@ def test_one_output_column_sets_the_widths(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+def test_the_widths_of_an_npz_file_are_its_arrays_widths(tmp_path):
+    # an NPZ or HDF5 file names arrays, not columns: one 2-D "x" of 3 inputs
+    x = np.random.default_rng(5).uniform(-1, 1, (20, 3))
+    np.savez(tmp_path / "d.npz", x=x, y=(x[:, :1] ** 2))
+    cfg = cfgmod.resolve({"data": {"path": str(tmp_path / "d.npz"), "inputs": ["x"],
+                                   "outputs": ["y"]},
+                          "architecture": {"name": "mlp-regression"}})
+    assert (cfg["architecture"]["n_inputs"], cfg["architecture"]["n_outputs"]) == (3, 1)
+
+
 def test_widths_that_agree_are_kept_and_a_conflict_is_one_line(tmp_path):
     cfg = cfgmod.load(_one_output_file(tmp_path, "n_inputs = 3\nn_outputs = 1"))
     assert cfg.sources["architecture.n_outputs"] == "config"
@@ -162,7 +172,7 @@ def test_widths_that_agree_are_kept_and_a_conflict_is_one_line(tmp_path):
         cfgmod.load(_one_output_file(tmp_path, "n_outputs = 2"))
     msg = str(err.value)
     assert "\n" not in msg
-    assert "n_outputs = 2" in msg and "has 1 outputs column (y)" in msg
+    assert "n_outputs = 2" in msg and "gives 1 output (data.outputs = ['y'])" in msg
     assert "remove n_outputs" in msg
 
 
@@ -189,15 +199,17 @@ def _cal():
     return calibration.calibrate(("numpy",), lambda: {"numpy": None})
 
 
-def test_a_busy_measurement_is_repeated_when_the_machine_is_quieter(measured):
+def test_a_busy_measurement_is_repeated_when_the_machine_is_quiet(measured):
     calls, load = measured
     load["loadavg_1min"] = 3.0                     # 1.5 per CPU: busy
     first = _cal()
     assert first["how"] == "measured" and first["load"] == {"loadavg_1min": 3.0, "n_cpus": 2}
     assert calibration.busy(first["load"])
-    load["loadavg_1min"] = 3.5                     # no quieter: measuring again cannot help
+    load["loadavg_1min"] = 3.5                     # still busy: measuring again cannot help
     assert _cal()["how"] == "cached" and len(calls) == 1
-    load["loadavg_1min"] = 0.4                     # quieter: measured again, and kept
+    load["loadavg_1min"] = 1.5                     # quieter, but busy: not measured over again
+    assert _cal()["how"] == "cached" and len(calls) == 1
+    load["loadavg_1min"] = 0.4                     # quiet: measured again, and kept
     again = _cal()
     assert again["how"] == "measured" and len(calls) == 2
     assert not calibration.busy(again["load"])

@@ -372,7 +372,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                             ("init", INIT_KEYS)):
         out[section], _ = resolve_section(section, doc.get(section, {}), schema, sources,
                                           given_sources)
-    resolve_data_file(out["data"], sources, out["run"]["seed"])
+    file_widths = resolve_data_file(out["data"], sources, out["run"]["seed"])
     configs: dict[str, Any] = {}
     arch_cls: Any = None
     for section, role in PLUGIN_SECTIONS.items():
@@ -391,7 +391,8 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                                          given_sources, extra_ok=True)
             table.update(own)
         if section == "architecture":      # n_inputs, n_outputs: from a data file's columns
-            widths = widths_from_data(name, plugin_defaults(cls), given, out["data"])
+            widths = widths_from_data(name, plugin_defaults(cls), given, out["data"],
+                                      file_widths)
             given_sources = {**given_sources, **{f"architecture.{k}": "data file"
                                                  for k in widths if k not in given}}
             given = widths
