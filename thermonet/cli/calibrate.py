@@ -19,7 +19,7 @@ def calibrate(force: bool, as_json: bool) -> None:
     installed), print the rates and the choice, and cache it for this machine (CPU and library
     versions) with the time and the machine's load (1-minute load average) of the measurement.
     A measurement taken on a busy machine is taken again by the next process that finds the
-    machine quieter.
+    machine quiet.
 
     With THERMONET_BLAS unset or `auto`, every thermonet process on this machine uses the
     cached choice; THERMONET_BLAS=numpy, =own or =mkl overrides it. The cache lives in
@@ -58,7 +58,7 @@ def calibrate(force: bool, as_json: bool) -> None:
                f"{path}")
     if calibration.busy(load):
         click.echo(f"the machine was busy (over {calibration.BUSY_LOAD:g} runnable processes "
-                   "per CPU): the next thermonet process that finds it quieter measures again")
+                   "per CPU): the next thermonet process that finds it quiet measures again")
     click.echo(f"machine: {key['cpu_model']} ({key['cpu_name'] or 'cpu'}; {flags}), "
                f"{key['n_cpus']} CPUs; numpy {key['numpy']}, scipy {key['scipy']}, "
                f"numba {key['numba']}" + (f", {_short(key['mkl'])}" if key["mkl"] else ""))

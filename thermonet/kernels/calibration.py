@@ -32,8 +32,9 @@ one that cannot be written leaves the choice to this process.
 
 A measurement records the machine's load (the 1-minute load average and the number of CPUs,
 :func:`machine_load`). One taken on a busy machine (more than :data:`BUSY_LOAD` runnable
-processes per CPU) is measured again by the next process that finds the machine quieter than
-it was; an entry without a recorded load counts as busy.
+processes per CPU) is measured again by the next process that finds the machine quiet (and
+only then: on a machine that stays busy it is used, not measured over and over); an entry
+without a recorded load counts as busy.
 """
 
 from __future__ import annotations
@@ -350,7 +351,7 @@ def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
     load = machine_load()
     if (not force and record is not None and record.get("key") == key
             and set(record.get("rates", {})) - {"own"} == set(names) - {"own"}
-            and (not busy(record.get("load")) or _per_cpu(load) >= _per_cpu(record.get("load")))):
+            and (not busy(record.get("load")) or busy(load))):
         return {**record, "how": "cached"}
     rates = measure(dgemms())
     if "own" in names:
