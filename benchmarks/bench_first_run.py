@@ -16,12 +16,22 @@ shared, so wall time is not the measure) of:
 
 With ``--cli N`` the cold and warm children run the whole ``thermonet run CONFIG`` for N
 iterations in-process instead (warm-up included: minutes of CPU for the quickstart), and also
-count what compiles after ``warm_kernels`` (it should be nothing). Usage::
+count what compiles after ``warm_kernels`` (it should be nothing).
+
+With ``--first-iteration`` each child is the command line itself, ``python -m thermonet run
+CONFIG``, stopped when it reports its first iteration (after the run's warm-up, if it has
+one): the wall time (from starting the process) and the CPU seconds (the process and its
+children) to get there, first with a fresh Numba cache and a fresh calibration cache (a first
+run on a new machine), then ``--repeats`` times with both warm. ``--profile`` adds where a warm
+child's time goes (``cProfile``, cumulative), and ``--imports`` what importing the command
+line and the runner costs, per top-level package (``python -X importtime``). Usage::
 
     python benchmarks/bench_first_run.py                      # quickstart, 2 repeats
     python benchmarks/bench_first_run.py --repeats 3 --json first_run.json
     python benchmarks/bench_first_run.py --set sampler.wall=endpoint
     python benchmarks/bench_first_run.py --config sample_runs/nrpt_M3_D50.toml
+    python benchmarks/bench_first_run.py --first-iteration --config sample_runs/robot_arm.toml \
+        --repeats 3 --profile --imports
 """
 
 from __future__ import annotations
@@ -157,6 +167,137 @@ def run_child(args, cache_dir: str) -> dict:
     raise SystemExit(f"child failed:\n{p.stderr[-3000:]}")
 
 
+#: the command line, stopped at its first progress report (``--first-iteration``)
+_FIRST_ITERATION = r"""
+import json, os, sys
+
+def cpu():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+phases = [("interpreter", cpu())]
+from thermonet.cli import options
+import thermonet.cli.run, thermonet.runner, thermonet.config
+phases.append(("imports", cpu()))
+
+def timed(module, name):
+    original = getattr(module, name)
+    def wrapper(*a, **k):
+        phases.append(("before " + name, cpu()))
+        try:
+            return original(*a, **k)
+        finally:
+            phases.append((name, cpu()))
+    setattr(module, name, wrapper)
+
+timed(thermonet.config, "load")
+for name in ("build", "warm_kernels", "initial_state"):
+    timed(thermonet.runner, name)
+
+def first(self, report):
+    if PROFILE:
+        prof.disable()
+        prof.dump_stats(PROFILE)
+    phases.append(("first iteration", cpu()))
+    print("FIRST:" + json.dumps({"cpu": phases[-1][1], "iteration": report.iteration,
+                                 "phases": phases}), flush=True)
+    os._exit(0)
+
+options.RunProgress.__call__ = first
+PROFILE = sys.argv[1]
+from thermonet.cli import main
+args = ["-q", "run", *sys.argv[2:]]
+if PROFILE:
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+main(args, prog_name="thermonet")
+raise SystemExit("the run ended without reporting an iteration")
+"""
+
+
+def first_iteration(args, env: dict, out_dir: str, profile: str = "") -> dict:
+    """Start ``thermonet run`` in a process of its own; wall and CPU seconds to its first
+    progress report."""
+    cmd = [sys.executable, "-c", _FIRST_ITERATION, profile, args.config, "--out", out_dir,
+           "--overwrite", *[a for kv in args.set for a in ("--set", kv)]]
+    w0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    res = None
+    assert p.stdout is not None
+    for line in p.stdout:
+        if line.startswith("FIRST:"):
+            res = json.loads(line[len("FIRST:"):])
+            res["wall"] = time.perf_counter() - w0
+            break
+    _, err = p.communicate(timeout=3600)
+    if res is None:
+        raise SystemExit(f"thermonet run failed:\n{err[-3000:]}")
+    return res
+
+
+def phase_line(phases: list) -> str:
+    """CPU seconds per phase: ``imports 1.02, load 0.10, ...`` (``gap`` between phases)."""
+    parts, last = [], 0.0
+    for name, t in phases:
+        if name.startswith("before "):
+            if t - last >= 0.01:
+                parts.append(f"other {t - last:.2f}")
+        else:
+            parts.append(f"{name} {t - last:.2f}")
+        last = t
+    return "CPU s: " + ", ".join(parts)
+
+
+def run_first_iteration(args) -> dict:
+    """The first run, the warm runs and the profile of `--first-iteration`, printed."""
+    import pstats
+
+    out: dict = {"cold": None, "warm": []}
+    with tempfile.TemporaryDirectory(prefix="first-run-") as tmp:
+        env = dict(os.environ)
+        if not args.warm_only:
+            env.update(NUMBA_CACHE_DIR=os.path.join(tmp, "numba"),
+                       THERMONET_CACHE_DIR=os.path.join(tmp, "thermonet"))
+            out["cold"] = first_iteration(args, env, os.path.join(tmp, "run"))
+            print(f"first run (fresh Numba and calibration caches): {out['cold']['cpu']:.1f} "
+                  f"CPU s, {out['cold']['wall']:.1f} s wall to iteration "
+                  f"{out['cold']['iteration']}; {phase_line(out['cold']['phases'])}", flush=True)
+        for i in range(args.repeats):
+            r = first_iteration(args, env, os.path.join(tmp, "run"))
+            out["warm"].append(r)
+            print(f"warm run {i + 1}: {r['cpu']:.2f} CPU s, {r['wall']:.2f} s wall to iteration "
+                  f"{r['iteration']}; {phase_line(r['phases'])}", flush=True)
+        if args.profile:
+            path = os.path.join(tmp, "profile.out")
+            first_iteration(args, env, os.path.join(tmp, "run"), profile=path)
+            print(f"where a warm run's time goes (cProfile, cumulative s, top {args.profile}):")
+            pstats.Stats(path).sort_stats("cumulative").print_stats(args.profile)
+    med = statistics.median
+    if out["warm"]:
+        print(f"median warm: {med(r['cpu'] for r in out['warm']):.2f} CPU s, "
+              f"{med(r['wall'] for r in out['warm']):.2f} s wall")
+    return out
+
+
+def import_costs(top: int = 12) -> dict[str, float]:
+    """Seconds of ``import thermonet.cli.run, thermonet.runner`` per top-level package (each
+    module's own time, ``python -X importtime``), largest first."""
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                        "import thermonet.cli.run, thermonet.runner"],
+                       capture_output=True, text=True, check=True)
+    per: dict[str, float] = {}
+    for line in p.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, _, name = (f.strip() for f in line[len("import time:"):].split("|"))
+        pkg = name.split(".")[0] if not name.startswith("thermonet.") else \
+            ".".join(name.split(".")[:2])
+        per[pkg] = per.get(pkg, 0.0) + int(own) / 1e6
+    return dict(sorted(per.items(), key=lambda kv: -kv[1])[:top])
+
+
 def print_breakdown(rows: list[dict], min_cpu: float) -> None:
     # events end callee-first: a caller's row comes after its callees' rows; print in
     # call order (callers before callees) by walking the events backwards
@@ -189,11 +330,36 @@ def main(argv=None) -> int:
     ap.add_argument("--min", type=float, default=0.05, dest="min_cpu",
                     help="breakdown: hide compiles under this many CPU seconds")
     ap.add_argument("--json", help="write every child's result here")
+    ap.add_argument("--first-iteration", action="store_true",
+                    help="time `thermonet run` to its first iteration: first run, then warm")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="with --first-iteration: no first run; the warm runs use this "
+                         "process's Numba and calibration caches")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="with --first-iteration: the N costliest calls of a warm run")
+    ap.add_argument("--imports", action="store_true",
+                    help="import time of the command line and the runner, per package")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.config = os.path.abspath(args.config)
     if args.child:
         print("RESULT:" + json.dumps(child(args)), flush=True)
+        return 0
+    if args.first_iteration or args.imports:
+        print(f"machine : {cpu_model()}, {os.cpu_count()} CPUs, load "
+              f"{os.getloadavg()[0]:.1f} (CPU seconds are the measure on a shared machine)")
+        print(f"config  : {os.path.relpath(args.config)}"
+              f"{''.join(' --set ' + kv for kv in args.set)}")
+        result: dict = {"machine": cpu_model(), "config": args.config}
+        if args.imports:
+            result["imports"] = import_costs()
+            print("import thermonet.cli.run, thermonet.runner (own seconds per package): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in result["imports"].items()))
+        if args.first_iteration:
+            result.update(run_first_iteration(args))
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(result, fh, indent=1)
         return 0
 
     v = versions()

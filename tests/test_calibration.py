@@ -229,7 +229,8 @@ def _probe(tmp_path, blas, cached=None, pin=None):
             rates.pop("mkl")
         calibration.write_cache(str(tmp_path / calibration.CACHE_FILE), {
             calibration.key_id(key): {"backend": cached, "key": key, "rates": rates,
-                                      "measured_utc": "x"}})
+                                      "measured_utc": "x",
+                                      "load": {"loadavg_1min": 0.0, "n_cpus": 1}}})
     out = subprocess.run([sys.executable, "-c", _PROBE, *([pin] if pin else [])], env=env,
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -355,6 +356,8 @@ def test_resume_keeps_the_checkpoints_backend(tmp_path):
 
 def test_calibrate_command_prints_the_table_and_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("THERMONET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(calibration, "machine_load",
+                        lambda: {"loadavg_1min": 0.25, "n_cpus": 2})
     monkeypatch.delenv("THERMONET_BLAS", raising=False)
     first = CliRunner().invoke(main, ["calibrate", "--json"])
     assert first.exit_code == 0, first.output
@@ -371,7 +374,8 @@ def test_calibrate_command_prints_the_table_and_caches(tmp_path, monkeypatch):
     assert rows[rec["backend"]].endswith("<- chosen")
     for name, r in rec["rates"].items():
         assert f"{r['us_per_block']:.1f}" in rows[name] and f"{r['gflops']:.1f}" in rows[name]
-    assert "\ncached (" in text                                   # second call: the cache
+    assert "\nmeasured earlier (" in text                         # second call: the cache
+    assert "load 0.25 on 2 CPUs" in text and "busy" not in text
     assert "measured now" in CliRunner().invoke(main, ["calibrate", "--force"]).output
     monkeypatch.setenv("THERMONET_BLAS", "numpy")
     assert ("THERMONET_BLAS=numpy overrides the measurement: thermonet uses numpy"

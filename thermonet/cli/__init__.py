@@ -36,6 +36,29 @@ COMMANDS: dict[str, str] = {
     "mackay": "thermonet.cli.mackay:mackay",
 }
 
+#: other spellings accepted for a command (not listed in ``--help``)
+ALIASES: dict[str, str] = {"analyze": "analyse", "minimize": "minimise"}
+
+#: words a newcomer may try -> the command that does it (suggested, not run)
+MEANINGS: dict[str, str] = {
+    "summary": "info", "summarise": "info", "summarize": "info", "status": "info",
+    "show": "info", "sample": "run", "train": "run", "fit": "run", "start": "run",
+    "continue": "resume", "optimise": "minimise", "optimize": "minimise", "test": "evaluate",
+    "score": "evaluate", "fetch": "data", "download": "data", "list": "plugins",
+    "calibration": "calibrate", "diagnose": "analyse", "diagnostics": "analyse",
+}
+
+
+def nearest_command(name: str, commands: list[str]) -> str | None:
+    """The command a mistyped or unknown ``name`` most likely meant, or None."""
+    import difflib
+
+    word = name.lower()
+    if word in MEANINGS and MEANINGS[word] in commands:
+        return MEANINGS[word]
+    close = difflib.get_close_matches(word, [*commands, *ALIASES], n=1, cutoff=0.6)
+    return ALIASES.get(close[0], close[0]) if close else None
+
 
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
@@ -43,7 +66,19 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *super().list_commands(ctx)})
 
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else ""
+        if (args and not ctx.resilient_parsing and not name.startswith("-")
+                and self.get_command(ctx, name) is None):
+            near = nearest_command(name, self.list_commands(ctx))
+            hint = f" Did you mean `thermonet {near}`?" if near else ""
+            ctx.fail(f"No such command {name!r}.{hint} The commands: "
+                     f"{', '.join(self.list_commands(ctx))} (thermonet --help).")
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd_name = ALIASES.get(cmd_name, cmd_name)
         if cmd_name in COMMANDS:
             module, _, attr = COMMANDS[cmd_name].partition(":")
             try:

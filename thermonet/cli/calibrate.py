@@ -17,7 +17,9 @@ def calibrate(force: bool, as_json: bool) -> None:
     """Time the M(3) kernels' matrix products (one 128-row block, one thread) with every
     backend that can run here (NumPy's np.dot, thermonet's own products, and Intel MKL if
     installed), print the rates and the choice, and cache it for this machine (CPU and library
-    versions).
+    versions) with the time and the machine's load (1-minute load average) of the measurement.
+    A measurement taken on a busy machine is taken again by the next process that finds the
+    machine quiet.
 
     With THERMONET_BLAS unset or `auto`, every thermonet process on this machine uses the
     cached choice; THERMONET_BLAS=numpy, =own or =mkl overrides it. The cache lives in
@@ -50,8 +52,13 @@ def calibrate(force: bool, as_json: bool) -> None:
         click.echo(f"{name:<8} {r['us_per_block']:>9.1f} {r['gflops']:>8.1f}{mark}")
     key = record["key"]
     flags = ", ".join(f for f in ("avx2", "avx512f", "fma") if key.get(f)) or "none"
-    click.echo(f"{'measured now' if record['how'] == 'measured' else 'cached'} "
-               f"({record['measured_utc']}) in {path}")
+    load = record.get("load")
+    click.echo(f"{'measured now' if record['how'] == 'measured' else 'measured earlier'} "
+               f"({record['measured_utc']}, {calibration.describe_load(load)}), cached in "
+               f"{path}")
+    if calibration.busy(load):
+        click.echo(f"the machine was busy (over {calibration.BUSY_LOAD:g} runnable processes "
+                   "per CPU): the next thermonet process that finds it quiet measures again")
     click.echo(f"machine: {key['cpu_model']} ({key['cpu_name'] or 'cpu'}; {flags}), "
                f"{key['n_cpus']} CPUs; numpy {key['numpy']}, scipy {key['scipy']}, "
                f"numba {key['numba']}" + (f", {_short(key['mkl'])}" if key["mkl"] else ""))

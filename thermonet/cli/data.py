@@ -1,4 +1,5 @@
-"""``thermonet data``: fetch MNIST, report what is available, build the embedded file, draw sets."""
+"""``thermonet data``: fetch MNIST, report what is available, build the embedded file, draw sets,
+write the robot arm's large test set."""
 
 from __future__ import annotations
 
@@ -151,3 +152,25 @@ def make_subset_cmd(name: str, seed: int, mnist_dir: pathlib.Path | None,
     state = "stored" if created else "already stored (unchanged)"
     click.echo(f"{ds.name}: {len(ds)} images, seed {seed}, {state} in {path}")
     click.echo(f"per class: {counts}")
+
+
+@data.command("robot-arm-test", short_help="Write the robot arm's 10,000-case test set (CSV).")
+@click.argument("out", metavar="FILE.csv", type=click.Path(dir_okay=False,
+                                                            path_type=pathlib.Path))
+@_library_errors
+def robot_arm_test_cmd(out: pathlib.Path) -> None:
+    """Write 10,000 robot-arm test cases drawn from thermonet's generator (seed 19930; the
+    200-case set's generator and noise): columns x1, x2 (inputs), y1, y2 (noisy targets) and
+    f1, f2 (noise-free targets). Neal's own test set is not published; this is the sharper
+    test of a robot-arm run than its 200 test cases (docs/regression.md).
+
+    Example: thermonet data robot-arm-test robot_arm_test10k.csv
+    """
+    from thermonet.data import write_robot_arm_large_test
+
+    if out.suffix.lower() != ".csv":
+        raise click.ClickException(f"{out}: expected a .csv file name (the set is written as "
+                                   "CSV), e.g. robot_arm_test10k.csv")
+    path = write_robot_arm_large_test(out)
+    click.echo(f"wrote {path}: 10,000 cases, columns x1, x2, y1, y2, f1, f2 "
+               f"({path.stat().st_size:,} bytes)")

@@ -47,6 +47,8 @@ def plugins(role: str | None, mode: str | None, as_json: bool) -> None:
             row["status"] = "ok" if problem is None else "broken"
             any_broken = any_broken or problem is not None
             row["problem"] = problem
+            row["result"] = (f"broken: {problem}" if problem is not None
+                             else RESULTS[mode])
             rows.append(row)
         out[r] = rows
     if as_json:
@@ -61,9 +63,20 @@ def plugins(role: str | None, mode: str | None, as_json: bool) -> None:
             line = f"  {row['name']:<16} {dist:<22} {row['value']}"
             if row["status"] != "ok":
                 line += f"\n      BROKEN: {row['problem']}"
+            elif mode == "conformance":
+                line += f"\n      {row['result']}"
             click.echo(line)
-    if mode == "conformance" and any_broken:
-        raise SystemExit(1)
+    if mode == "conformance":
+        rows = [row for rs in out.values() for row in rs]
+        n_bad = sum(row["status"] != "ok" for row in rows)
+        click.echo(f"{len(rows)} plugins checked: {len(rows) - n_bad} passed, {n_bad} broken")
+        if any_broken:
+            raise SystemExit(1)
+
+
+#: a working plugin's result, per mode
+RESULTS = {"metadata": "listed (not imported)", "import": "loaded; contract checked",
+           "conformance": "loaded; conformance checks passed"}
 
 
 def _conformance(role: str, status: dict[str, str | None]) -> dict[str, str | None]:

@@ -58,6 +58,12 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     what = cfgmod.plan(cfg)
     if what and not quiet:
         click.echo(what, err=True)
+    if not quiet and not cfg["data"]["path"]:
+        from thermonet.data import official_fallback_note
+
+        note = official_fallback_note(cfg["data"]["name"], cfg["data"]["test"])
+        if note:
+            click.echo(note, err=True)
     _advance(ctx, lambda: Run.create(cfg, out, overwrite=overwrite), quiet,
              f"run directory: {out}")
     if not quiet:
@@ -151,10 +157,42 @@ def _fmt(v: float) -> str:
     return "nan" if isinstance(v, float) and math.isnan(v) else f"{v:.4g}"
 
 
+#: the terms ``info`` prints, one plain sentence each (``info --explain``; docs/analysis.md)
+TERMS: dict[str, str] = {
+    "restarts": "how many times a replica arrived at the coldest temperature after visiting "
+                "the hottest, i.e. brought a configuration from the quickly mixing hot end "
+                "down to the cold end.",
+    "round trips": "coldest -> hottest -> coldest journeys of one replica; never more than "
+                   "the restarts.",
+    "ELE": "efficient local exploration: the ideal in which every round of local moves gives "
+           "each replica a fresh energy, so a swap succeeds independently of the past; the "
+           "restarts and round trips it would give are simulated from the run's own swap "
+           "acceptances.",
+    "local-exploration efficiency": "the run's restarts divided by those expected under ELE: "
+                                    "near 1 the ladder limits mixing (add rungs or "
+                                    "iterations), far below 1 the local sampler does.",
+    "replica flow": "how far the replicas that started at the cold end and at the hot end "
+                    "travelled along the ladder, and whether any crossed it.",
+    "barrier Lambda": "the sum of the swap rejection rates of neighbouring rungs, the "
+                      "ladder's communication barrier (Syed et al. 2022): even with ideal "
+                      "local moves a round trip takes about 2 + 2 Lambda iterations, however "
+                      "many rungs.",
+    "split R-hat": "how much the first and second halves of the kept samples disagree, "
+                   "compared with their spread: near 1 (below 1.05) means they agree.",
+    "ESS": "effective sample size: how many independent draws the correlated samples are "
+           "worth.",
+    "verdict": "mixed or not mixed, from restarts, acceptance, split R-hat and ESS by the "
+               "rules of docs/analysis.md.",
+}
+
+
 @click.command(short_help="Summary of a run directory.")
 @click.argument("run_dir", metavar="DIR", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def info(run_dir: str, as_json: bool) -> None:
+@click.option("--explain", is_flag=True,
+              help="Then define each term (restarts, ELE, replica flow, barrier Lambda, ...) "
+                   "in one sentence.")
+def info(run_dir: str, as_json: bool, explain: bool) -> None:
     """Iterations done, per-temperature acceptance, dt and mean energy (after discarding the
     first run.discard fraction), per-pair swap acceptance, round trips and restarts, elapsed
     time, and the mixing verdict (docs/analysis.md)."""
@@ -162,8 +200,16 @@ def info(run_dir: str, as_json: bool) -> None:
 
     s = summarise(run_dir)
     if as_json:
-        click.echo(json.dumps(s, sort_keys=True))
+        click.echo(json.dumps({**s, "terms": TERMS} if explain else s, sort_keys=True))
         return
+    _summary(s)
+    if explain:
+        click.echo("\nterms:")
+        for term, sentence in TERMS.items():
+            click.echo(f"  {term}: {sentence}")
+
+
+def _summary(s: dict[str, Any]) -> None:
     click.echo(f"run        {s['run_dir']}  ({s['architecture']} on {s['data']}, "
                f"{s['sampler']})")
     click.echo(f"iterations {s['iterations']} of {s['n_iterations']}  "

@@ -8,6 +8,7 @@ whose bytes changed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +49,17 @@ FILE_DATA_KEYS = ("inputs", "outputs", "test_path", "split_column", "test_fracti
                   "standardise", "sha256")
 
 
-def resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) -> None:
+def resolve_data_file(data: dict[str, Any], sources: dict[str, str],
+                      seed: int) -> dict[str, int]:
     """Check a user's data file once, here: its columns, split and checksum (recorded in the
-    resolved configuration, so a resumed or analysed run reads the same bytes)."""
+    resolved configuration, so a resumed or analysed run reads the same bytes). Returns the
+    widths it read, ``{"n_inputs", "n_outputs"}`` (empty without a file)."""
     if not data["path"]:
         given = [k for k in FILE_DATA_KEYS if data[k] != DATA_KEYS[k][0]]
         if given:
             raise ConfigError(f"data.{given[0]} is set but data.path is not; give the data "
                               "file in data.path, or remove the key")
-        return
+        return {}
     from thermonet.data import load_configured
     from thermonet.errors import DataError
 
@@ -93,6 +96,28 @@ def resolve_data_file(data: dict[str, Any], sources: dict[str, str], seed: int) 
     for key in ("inputs", "outputs"):      # the columns read, also when defaulted
         if not data[key]:
             data[key] = list(split.train.provenance[key])
+    return {"n_inputs": int(split.train.x.shape[1]), "n_outputs": int(split.train.y.shape[1])}
+
+
+def widths_from_data(name: str, defaults: Mapping[str, Any], given: Mapping[str, Any],
+                     data: Mapping[str, Any], widths: Mapping[str, int]) -> dict[str, Any]:
+    """``given`` (an ``[architecture]`` table) with ``n_inputs`` and ``n_outputs``, where the
+    architecture takes them, set from the ``widths`` of the data file that
+    :func:`resolve_data_file` read; a value given that disagrees is a ConfigError."""
+    out = dict(given)
+    for key, cols in (("n_inputs", "inputs"), ("n_outputs", "outputs")):
+        if key not in defaults or key not in widths:
+            continue
+        n = widths[key]
+        if key not in given:
+            out[key] = n
+        elif given[key] != n:
+            raise ConfigError(
+                f"[architecture] {name}: {key} = {given[key]!r}, but data file "
+                f"{data['path']} gives {n} {cols[:-1]}{'s' if n != 1 else ''} (data.{cols} = "
+                f"{list(data[cols])}); expected the two to agree; remove {key} (it is taken "
+                f"from the file) or choose the columns with data.{cols}")
+    return out
 
 
 def _origin(sources: dict[str, str], key: str) -> str:

@@ -39,10 +39,16 @@ import numpy as np
 
 from thermonet.accel import ENGINES
 from thermonet.config import budget
-from thermonet.config.data import DATA_KEYS, absolute_data_paths, resolve_data_file
+from thermonet.config.data import (
+    DATA_KEYS,
+    absolute_data_paths,
+    resolve_data_file,
+    widths_from_data,
+)
 from thermonet.config.schema import (
     ResolvedConfig,
     apply_overrides,
+    plugin_defaults,
     plugin_settings,
     read_toml,
     resolve_section,
@@ -366,7 +372,7 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                             ("init", INIT_KEYS)):
         out[section], _ = resolve_section(section, doc.get(section, {}), schema, sources,
                                           given_sources)
-    resolve_data_file(out["data"], sources, out["run"]["seed"])
+    file_widths = resolve_data_file(out["data"], sources, out["run"]["seed"])
     configs: dict[str, Any] = {}
     arch_cls: Any = None
     for section, role in PLUGIN_SECTIONS.items():
@@ -384,6 +390,12 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
             own, given = resolve_section("sampler", given, SAMPLER_RUNNER_KEYS, sources,
                                          given_sources, extra_ok=True)
             table.update(own)
+        if section == "architecture":      # n_inputs, n_outputs: from a data file's columns
+            widths = widths_from_data(name, plugin_defaults(cls), given, out["data"],
+                                      file_widths)
+            given_sources = {**given_sources, **{f"architecture.{k}": "data file"
+                                                 for k in widths if k not in given}}
+            given = widths
         settings = plugin_settings(section, cls, given, sources, given_sources)
         configs[section] = _build_config(section, name, cls, settings)
         table.update(settings)

@@ -216,7 +216,7 @@ class ResolvedConfig:
     data : dict
         section -> key -> value (TOML-serialisable).
     sources : dict
-        "section.key" -> "default" | "config" | "set" | "commandline".
+        "section.key" -> "default" | "config" | "set" | "commandline" | "data file".
     """
 
     data: dict[str, Any]

@@ -27,6 +27,7 @@ from thermonet.data._datasets import (
     load_data,
     load_dataset,
     make_subset,
+    official_fallback_note,
     official_test,
     robot_arm_split,
 )
@@ -47,11 +48,15 @@ from thermonet.data._mnist import (
 )
 from thermonet.data._mnist import clear_cache as clear_mnist_cache
 from thermonet.data._preprocess import MEAN, STD, X_MAX, X_MIN, normalise, preprocess, resize16
+from thermonet.data._robot_arm import LARGE_TEST_COLUMNS as ROBOT_ARM_LARGE_TEST_COLUMNS
+from thermonet.data._robot_arm import LARGE_TEST_SEED as ROBOT_ARM_LARGE_TEST_SEED
 from thermonet.data._robot_arm import ROBOT_ARM_PATH
 from thermonet.data._robot_arm import arm as robot_arm_function
 from thermonet.data._robot_arm import generate as generate_robot_arm
+from thermonet.data._robot_arm import large_test as robot_arm_large_test
 from thermonet.data._robot_arm import read as read_robot_arm
 from thermonet.data._robot_arm import write as write_robot_arm
+from thermonet.data._robot_arm import write_large_test as write_robot_arm_large_test
 from thermonet.data._subsets import (
     EMBEDDED_SUBSETS,
     PAPER_SUBSETS,
@@ -82,6 +87,8 @@ __all__ = [
     "N_TRAIN",
     "OFFICIAL_TEST_NAME",
     "PAPER_SUBSETS",
+    "ROBOT_ARM_LARGE_TEST_COLUMNS",
+    "ROBOT_ARM_LARGE_TEST_SEED",
     "ROBOT_ARM_PATH",
     "STD",
     "TEST_INDEX_OFFSET",
@@ -107,6 +114,7 @@ __all__ = [
     "mnist16",
     "mnist_dir_path",
     "normalise",
+    "official_fallback_note",
     "official_test",
     "parse_name",
     "preprocess",
@@ -116,11 +124,13 @@ __all__ = [
     "read_robot_arm",
     "resize16",
     "robot_arm_function",
+    "robot_arm_large_test",
     "robot_arm_split",
     "stratified_indices",
     "subsets_dir",
     "to_original_units",
     "write_robot_arm",
+    "write_robot_arm_large_test",
 ]
 
 

@@ -402,10 +402,24 @@ def load_data(name: str, *, test: str = "auto", mnist_dir: PathLike | None = Non
         if test == "complement":
             raise MnistNotFoundError(f"the complement test set of {train.name} needs the full "
                                      f"MNIST files (or use test='official'). {err}") from None
-        logger.info("full MNIST not found, so the test set is the official 10,000 images (%s)",
-                    err)
+        # the command that fixes a test set says so in one line (official_fallback_note)
+        logger.debug("test set of %s: the official one (%s)", train.name, err)
         return DataSplit(train, official_test(), "official")
     return DataSplit(train, complement_test(train, mnist16(files)), "complement")
+
+
+def official_fallback_note(name: str, test: str = "auto",
+                           mnist_dir: PathLike | None = None) -> str:
+    """One line for a command that fixes a test set: ``""`` unless ``test="auto"`` on the MNIST
+    set ``name`` falls back to the official test images because full MNIST is not found."""
+    if test != "auto" or name in (ROBOT_ARM, "none", "file"):
+        return ""
+    try:
+        find_mnist(mnist_dir, verify=False)
+    except MnistNotFoundError:
+        return ("test set: the official 10,000 MNIST images (`thermonet data fetch` gets "
+                "full MNIST, for the complement test set)")
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 
 from thermonet.data._files import new_temp_file
@@ -59,6 +57,8 @@ def check_mirror(mirror: str) -> None:
 
 
 def _download(url: str, out: pathlib.Path, limit: int, timeout: float) -> None:
+    import urllib.request  # here, not at import: http, email and ssl take 0.1 s
+
     from thermonet import __version__
 
     req = urllib.request.Request(url, headers={"User-Agent": f"thermonet/{__version__}"})
@@ -100,6 +100,8 @@ def fetch_mnist(dest: PathLike, *, mirrors: Sequence[str] = DEFAULT_MIRRORS,
     DataError
         A file could not be obtained from any mirror; the message lists each mirror's failure.
     """
+    import urllib.error
+
     dest = pathlib.Path(dest).expanduser()
     try:
         dest.mkdir(parents=True, exist_ok=True)

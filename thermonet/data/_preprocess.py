@@ -9,7 +9,6 @@ measurably (Baldock & Marzari's released code), so the resize step is kept separ
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
 
 from thermonet.errors import DataError
 
@@ -58,6 +57,8 @@ def resize16(images: np.ndarray) -> np.ndarray:
         raise DataError(f"resize16 got an array of {images.dtype} with shape {images.shape}; "
                         f"expected uint8 images of shape (n, 28, 28)")
     out = np.empty((images.shape[0], SIDE, SIDE), dtype=np.uint8)
+    from PIL import Image  # here, not at import: only resizing needs Pillow
+
     bilinear = Image.Resampling.BILINEAR
     for i, img in enumerate(np.ascontiguousarray(images)):
         pil = Image.fromarray(img)  # uint8 2-D -> mode 'L'

@@ -29,6 +29,12 @@ The choice is written to ``calibration.json`` in thermonet's cache directory
 number of CPUs, and the versions of NumPy, SciPy, Numba, MKL and thermonet: a new CPU or a new
 library is measured again. A cache file that cannot be read is measured again with a warning;
 one that cannot be written leaves the choice to this process.
+
+A measurement records the machine's load (the 1-minute load average and the number of CPUs,
+:func:`machine_load`). One taken on a busy machine (more than :data:`BUSY_LOAD` runnable
+processes per CPU) is measured again by the next process that finds the machine quiet (and
+only then: on a machine that stays busy it is used, not measured over and over); an entry
+without a recorded load counts as busy.
 """
 
 from __future__ import annotations
@@ -61,6 +67,10 @@ ROWS = 128
 WIDTHS = (256, 40, 40, 40, 10)
 #: seconds of interleaved timing rounds (after one warm-up round)
 BUDGET_S = 0.5
+
+#: a measurement with more runnable processes per CPU than this (1-minute load average / CPUs)
+#: was taken on a busy machine: other processes may have slowed one candidate's rounds
+BUSY_LOAD = 0.5
 
 _CANDIDATE_ORDER = ("numpy", "mkl", "own")
 
@@ -338,8 +348,10 @@ def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
                       RuntimeWarning, stacklevel=2)
         entries = {}
     record = entries.get(kid)
+    load = machine_load()
     if (not force and record is not None and record.get("key") == key
-            and set(record.get("rates", {})) - {"own"} == set(names) - {"own"}):
+            and set(record.get("rates", {})) - {"own"} == set(names) - {"own"}
+            and (not busy(record.get("load")) or busy(load))):
         return {**record, "how": "cached"}
     rates = measure(dgemms())
     if "own" in names:
@@ -349,7 +361,7 @@ def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
             warnings.warn(f"{err}; choosing among the other backends (the choice is cached: "
                           "`thermonet calibrate --force` measures again)", RuntimeWarning,
                           stacklevel=2)
-    record = {"backend": choose(rates), "key": key, "rates": rates,
+    record = {"backend": choose(rates), "key": key, "rates": rates, "load": load,
               "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     entries[kid] = record
     try:
@@ -361,6 +373,36 @@ def calibrate(names: tuple[str, ...], dgemms: Callable[[], dict[str, Any]],
     return {**record, "how": "measured"}
 
 
+def machine_load() -> dict[str, Any]:
+    """``{"loadavg_1min", "n_cpus"}``: the 1-minute load average (None where the platform has
+    none) and the number of CPUs."""
+    try:
+        avg: float | None = round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        avg = None
+    return {"loadavg_1min": avg, "n_cpus": os.cpu_count() or 1}
+
+
+def _per_cpu(load: Any) -> float:
+    """Runnable processes per CPU of a recorded load; infinite when unknown."""
+    if not isinstance(load, dict) or load.get("loadavg_1min") is None:
+        return float("inf")
+    return float(load["loadavg_1min"]) / max(1, int(load.get("n_cpus") or 1))
+
+
+def busy(load: Any) -> bool:
+    """Whether a recorded load (:func:`machine_load`) was too high to trust a timing: more than
+    :data:`BUSY_LOAD` runnable processes per CPU, or unknown."""
+    return _per_cpu(load) > BUSY_LOAD
+
+
+def describe_load(load: Any) -> str:
+    """``load 1.93 on 2 CPUs`` (or ``load unknown``)."""
+    if not isinstance(load, dict) or load.get("loadavg_1min") is None:
+        return "load unknown"
+    return f"load {load['loadavg_1min']:.2f} on {load['n_cpus']} CPUs"
+
+
 def describe(record: dict[str, Any]) -> str:
     """One line: the rates behind a choice, e.g. ``numpy 48.1, mkl 37.0 GFLOP/s``."""
     rates = record.get("rates") or {}
@@ -368,7 +410,7 @@ def describe(record: dict[str, Any]) -> str:
                      sorted(rates.items(), key=lambda kv: -kv[1]["gflops"])) + " GFLOP/s"
 
 
-__all__ = ["BUDGET_S", "CACHE_FILE", "DGEMM", "MARGIN", "ROWS", "SCHEMA", "WIDTHS",
-           "block_calls", "cache_dir", "calibrate", "choose", "describe", "flops", "key_id",
-           "machine_key", "measure", "measure_own", "numpy_dgemm", "products", "read_cache",
-           "write_cache"]
+__all__ = ["BUDGET_S", "BUSY_LOAD", "CACHE_FILE", "DGEMM", "MARGIN", "ROWS", "SCHEMA",
+           "WIDTHS", "block_calls", "busy", "cache_dir", "calibrate", "choose", "describe",
+           "describe_load", "flops", "key_id", "machine_key", "machine_load", "measure",
+           "measure_own", "numpy_dgemm", "products", "read_cache", "write_cache"]

@@ -53,10 +53,24 @@ def prior_term(theta, prec):
 
 
 @kernel
+def _energy_blocked(theta, widths, act, x, y, block, work, tau, prec, const):
+    return tau * mlp.loss(theta, widths, act, x, y, block, work) + const + prior_term(theta, prec)
+
+
+@kernel
+def _energy_shallow(theta, widths, act, x, y, block, work, tau, prec, const):
+    return (tau * shallow.loss(theta, widths, act, x, y, block, work) + const
+            + prior_term(theta, prec))
+
+
 def energy(theta, widths, act, x, y, block, work, tau, prec, const):
-    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed."""
-    s = data_loss(theta, widths, act, x, y, block, work)
-    return tau * s + const + prior_term(theta, prec)
+    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed.
+
+    This and :func:`energy_and_grad` and :func:`half_sse` choose the network kernel ``act``
+    selects here, in Python, so that only that one is compiled (a first robot-arm run compiled
+    both, about 7 CPU seconds more); compiled callers use :func:`data_loss_and_grad`."""
+    kernel_ = _energy_shallow if act & shallow.FEATURE_MAJOR else _energy_blocked
+    return kernel_(theta, widths, act, x, y, block, work, tau, prec, const)
 
 
 @kernel
@@ -72,10 +86,18 @@ def _add_prior(theta, grad, tau, prec):
 
 
 @kernel
-def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
-    """``E(w)`` and its gradient (written to ``grad``)."""
-    s = data_loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+def energy_and_grad_blocked(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
+                            const):
+    """:func:`energy_and_grad` with the blocked kernel (:mod:`thermonet.kernels.mlp`) only."""
+    s = mlp.loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
     return tau * s + const + _add_prior(theta, grad, tau, prec)
+
+
+def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
+    """``E(w)`` and its gradient (written to ``grad``), by the kernel ``act`` selects."""
+    kernel_ = (energy_and_grad_shallow if act & shallow.FEATURE_MAJOR
+               else energy_and_grad_blocked)
+    return kernel_(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const)
 
 
 @kernel
@@ -87,10 +109,10 @@ def energy_and_grad_shallow(theta, widths, act, x, y, block, work, partial, grad
     return tau * s + const + _add_prior(theta, grad, tau, prec)
 
 
-@kernel
 def half_sse(theta, widths, act, x, y, block, work):
     """``S(w) = sum |f - y|^2 / 2`` alone (the noise precision's sufficient statistic)."""
-    return data_loss(theta, widths, act, x, y, block, work)
+    loss = shallow.loss if act & shallow.FEATURE_MAJOR else mlp.loss
+    return loss(theta, widths, act, x, y, block, work)
 
 
 def _make_trajectory(reflect, feature_major):
@@ -110,8 +132,8 @@ def _make_trajectory(reflect, feature_major):
                 e = energy_and_grad_shallow(theta, widths, act, x, y, block, work, partial, grad,
                                             tau, prec, const)
             else:
-                e = energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau,
-                                    prec, const)
+                e = energy_and_grad_blocked(theta, widths, act, x, y, block, work, partial, grad,
+                                            tau, prec, const)
             if not math.isfinite(e):
                 return e, s + 1, lf.NON_FINITE, n_ref
             if s == n_steps - 1:
