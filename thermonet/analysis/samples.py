@@ -28,7 +28,7 @@ class SampleEvaluation(NamedTuple):
     predictive_test_error: float     #: fraction with argmax pbar != t_i
 
 
-def _log_proba(arch: Any, pot: Any, theta: FloatArray) -> FloatArray:
+def log_proba(arch: Any, pot: Any, theta: FloatArray) -> FloatArray:
     """``ln p(q | x_i, w)`` for every point of ``pot``'s data, shape (N, C), float64."""
     if hasattr(pot, "logits"):
         z = pot.logits(theta)
@@ -94,10 +94,10 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
         err_tr = err_te = e_te = math.nan
         logp = None
         if p_tr is not None:
-            lp = _log_proba(arch, p_tr, theta)
+            lp = log_proba(arch, p_tr, theta)
             err_tr = float(np.mean(np.argmax(lp, axis=1) != train.y))
         if p_te is not None:
-            lp = _log_proba(arch, p_te, theta)
+            lp = log_proba(arch, p_te, theta)
             if hasattr(p_te, "logits"):
                 # one forward pass: E = -sum_i ln p(t_i|x_i) from the same log-probabilities
                 # (equal to the energy kernel's value up to rounding, about 1e-13 relative)
