@@ -163,9 +163,10 @@ class Prediction:
     def _write_npz(self, tmp: Path) -> None:
         import json
 
+        arrays: dict[str, Any] = {**self.arrays, "quantiles": np.asarray(self.quantiles),
+                                  "summary": np.asarray(json.dumps(self.to_dict()))}
         with tmp.open("wb") as fh:
-            np.savez(fh, **self.arrays, quantiles=np.asarray(self.quantiles),
-                     summary=np.asarray(json.dumps(self.to_dict())))
+            np.savez(fh, **arrays)
 
     def _write_nc(self, tmp: Path) -> None:
         import json

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.analysis.run_record import first_kept as record_first_kept
 from thermonet.analysis.run_record import RunRecord, open_run
+from thermonet.analysis.run_record import first_kept as record_first_kept
 from thermonet.errors import PlotError
 from thermonet.plotting.figure import PathLike
 
