@@ -60,7 +60,8 @@ def test_open_run_fields_are_the_stored_ones(runs):
     assert np.array_equal(rec.sample_iterations(), tr["samples_iteration"][keep])
     assert np.array_equal(rec.samples(slot=1), tr["samples_theta"][keep][:, 1])
     assert np.array_equal(rec.samples(), tr["samples_theta"][keep][:, 0])   # no T = 1: lowest
-    m = assess(tr, ck.temperatures, n_trajectories=1, start=15)
+    m = assess(tr, ck.temperatures, n_trajectories=1, start=15,
+               elapsed_s=ck.counters["elapsed_s"])
     assert str(rec.verdict) == str(m.verdict)
     assert rec.trace["energy_k"].flags.writeable is False
 
@@ -92,7 +93,7 @@ def test_discard_default_lives_in_the_schema(runs, monkeypatch):
 def test_open_run_refusals_are_one_line(runs, tmp_path):
     import thermonet as tn
 
-    with pytest.raises(CheckpointError, match="does not exist; expected a run directory"):
+    with pytest.raises(CheckpointError, match="no checkpoint at .*; is this a thermonet run"):
         tn.open_run(tmp_path / "nothing")
     with pytest.raises(ConfigError, match=r"discard = 1.5; expected a fraction in \[0, 1\)"):
         tn.open_run(runs["a"], discard=1.5)

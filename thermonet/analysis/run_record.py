@@ -26,7 +26,7 @@ import numpy as np
 
 from thermonet.config.run import RUN_KEYS
 from thermonet.config.schema import TOMLDecodeError, parse_toml
-from thermonet.errors import CheckpointError, CheckpointFormatError, ConfigError
+from thermonet.errors import CheckpointFormatError, ConfigError
 from thermonet.io.checkpoint import Checkpoint, read_checkpoint
 from thermonet.io.trace import read_trace
 from thermonet.tempering.ladder import Ladder, trajectories_from_settings
@@ -321,15 +321,12 @@ def open_run(path: str | Path, *, discard: float | None = None) -> RunRecord:
     Raises
     ------
     CheckpointError
-        One line: no such directory, no or a corrupt checkpoint, a stored configuration that
-        is not TOML.
+        One line (:func:`~thermonet.io.checkpoint.read_checkpoint`'s): no such directory, no
+        or a corrupt checkpoint; or a stored configuration that is not TOML.
     ConfigError
         ``discard`` outside [0, 1).
     """
     run_dir = Path(path)
-    if not run_dir.exists():
-        raise CheckpointError(f"{run_dir} does not exist; expected a run directory made by "
-                              "`thermonet run`")
     ck = read_checkpoint(run_dir)
     cfg = stored_config(ck, run_dir)
     if discard is None:
