@@ -159,6 +159,23 @@ def test_regression_cli_files_and_json(reg_run, tmp_path):
         assert list(ds["output"].values) == ["u", "v"]
 
 
+def test_inference_data_carries_the_posterior_predictive(reg_run, tmp_path):
+    pytest.importorskip("arviz")
+    import thermonet as tn
+
+    new = write_csv(tmp_path / "new.csv", ["a", "b", "c", "u", "v"], np.hstack([X, Y]).tolist())
+    rec = tn.open_run(reg_run)
+    idata = rec.to_inference_data(new)
+    _, _, thetas = _kept_samples(reg_run, 3)
+    st = rec.data().train.provenance["standardisation"]
+    f = np.array([forward(th, (X - st["x_mean"]) / np.array(st["x_std"]), st) for th in thetas])
+    pp = idata.posterior_predictive["f"]
+    assert pp.dims == ("chain", "draw", "case", "output") and pp.shape == (1, 4, 40, 2)
+    assert np.allclose(pp.values[0], f, rtol=1e-10, atol=1e-12)
+    assert np.allclose(idata.observed_data["y"].values, Y, atol=1e-12)
+    assert list(idata.posterior["temperature"].values) == ["T=1"]
+
+
 def test_regression_without_targets_predicts_only(reg_run, tmp_path):
     import thermonet as tn
 

@@ -62,14 +62,17 @@ def _common_ladder(records: Sequence[RunRecord]) -> np.ndarray:
 
 def _chains(records: Sequence[RunRecord], name: str, cols: Any, dtype: Any = np.float64
             ) -> np.ndarray:
-    """(chain, draw, ...) of trace field ``name`` after each run's discard, every chain cut to
-    the shortest (keeping the ends, the draws furthest from the starts)."""
+    """(chain, draw, ...) of the trace field ``name`` (its columns ``cols``, or all of a
+    one-column field when None) after each run's discard, every chain cut to the shortest
+    (keeping the ends, the draws furthest from the starts); zeros for a field the run's
+    trace lacks."""
     n = min(r.n_kept for r in records)
     out = []
     for r in records:
         a = r.kept.get(name)
-        width = len(np.arange(len(r.temperatures))[cols])
-        a = np.zeros((r.n_kept, width)) if a is None else np.asarray(a)[:, cols]
+        if a is None:
+            a = np.zeros((r.n_kept, len(r.temperatures)))
+        a = np.asarray(a) if cols is None else np.asarray(a)[:, cols]
         out.append(np.asarray(a[a.shape[0] - n:], dtype=dtype))
     return np.stack(out)
 
@@ -86,7 +89,7 @@ def _trace_groups(records: Sequence[RunRecord]) -> tuple[dict[str, Any], dict[st
         "n_divergent": _chains(records, "n_divergent_k", finite, np.int64),
         "step_size": _chains(records, "step_size_k", finite),
         "replica": _chains(records, "replica_k", finite, np.int64),
-        "iteration": _chains(records, "iteration", None, np.int64)[..., 0],
+        "iteration": _chains(records, "iteration", None, np.int64),
     }
     if temps.size > 1:
         pairs = slice(0, temps.size - 1)

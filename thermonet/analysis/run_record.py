@@ -105,6 +105,7 @@ class RunRecord:
         self.discard = check_discard(discard)
         self.n_trajectories = trajectories_from_settings(
             config.get("ladder", config.get("sampler", {})), self.temperatures)
+        self.n_trajectories.flags.writeable = False
 
     def __repr__(self) -> str:
         return (f"RunRecord({str(self.path)!r}, {self.iterations} iterations, "
