@@ -460,7 +460,7 @@ def test_missing_baseline_fails_before_any_work(synthetic_run, monkeypatch):
         raise AssertionError("data were loaded before the --baseline path was checked")
 
     run_dir, _ = synthetic_run
-    monkeypatch.setattr(an, "read_checkpoint", no_data)
+    monkeypatch.setattr(an, "open_run", no_data)
     with pytest.raises(ConfigError, match="does not exist"):
         analyse(run_dir, baseline=run_dir / "no_such_baseline.json")
 

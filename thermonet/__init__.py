@@ -18,6 +18,8 @@ surface is imported lazily on first use::
     for state, info in tn.sample(engine, state, streams, n=10):
         ...
     tn.run("sample_runs/quickstart.toml", out="runs/quickstart")   # = thermonet run
+    rec = tn.open_run("runs/quickstart")               # the run, read back
+    pred = rec.predict("mnist-t10k")                   # posterior predictive on new data
 
 Plugin authors use :mod:`thermonet.api`; the workflows live in :mod:`thermonet.analysis`,
 :mod:`thermonet.evidence`, :mod:`thermonet.annealing` and :mod:`thermonet.plotting`.
@@ -51,6 +53,9 @@ _LAZY = {
     "Run": "thermonet.runner",
     "run": "thermonet.runner",
     "evaluate": "thermonet.evaluation",
+    # finished runs, read back
+    "open_run": "thermonet.analysis.run_record",
+    "RunRecord": "thermonet.analysis.run_record",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

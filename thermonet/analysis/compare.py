@@ -3,7 +3,6 @@ one configuration on one ladder."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,11 +19,8 @@ from thermonet.analysis.mixing import (
     verdict,
 )
 from thermonet.analysis.report import read_analysis
-from thermonet.config.schema import parse_toml
+from thermonet.analysis.run_record import open_run
 from thermonet.errors import ConfigError
-from thermonet.io.checkpoint import read_checkpoint
-from thermonet.io.trace import read_trace
-from thermonet.tempering.ladder import trajectories_from_settings
 
 #: keys that independent runs of one configuration may differ in (the seed is the point; the
 #: others change the length or the speed of a run, not the chain it samples)
@@ -88,31 +84,23 @@ def _temps(t: np.ndarray) -> str:
 
 
 def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
-    ck = read_checkpoint(run_dir)
-    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
-    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
-    tr = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
-    cfg = parse_toml(ck.config_toml)
-    frac = float(cfg.get("run", {}).get("discard", 0.2)) if discard is None else discard
-    n = int(tr["iteration"].shape[0]) if "iteration" in tr else 0
-    start = math.floor(frac * n)
-    energy = (np.asarray(tr["energy_k"], dtype=np.float64)[start:] if n
-              else np.zeros((0, len(ck.temperatures))))
-    passages = replica_passages(tr["replica_k"]) if n else None
+    rec = open_run(run_dir, discard=discard)
+    kept = rec.kept
+    n, start = rec.n_recorded, rec.start
+    energy = (np.asarray(kept["energy_k"], dtype=np.float64) if n
+              else np.zeros((0, len(rec.temperatures))))
+    passages = replica_passages(rec.trace["replica_k"]) if n else None
     # each run's own acceptance per rung, for the frozen-rung rule of its own verdict
-    n_traj = trajectories_from_settings(cfg.get("ladder", cfg.get("sampler", {})),
-                                        ck.temperatures)
-    acceptance = (rung_acceptance(np.asarray(tr["n_accepted_k"])[start:], n_traj)
-                  if n > start and "n_accepted_k" in tr else None)
-    hyper = np.asarray(tr["hyper_k"], dtype=np.float64)[start:] if (
-        n and "hyper_k" in tr and np.ndim(tr["hyper_k"]) == 3) else None
+    acceptance = (rung_acceptance(kept["n_accepted_k"], rec.n_trajectories)
+                  if n > start and "n_accepted_k" in kept else None)
+    hyper = np.asarray(kept["hyper_k"], dtype=np.float64) if (
+        n and "hyper_k" in kept and np.ndim(kept["hyper_k"]) == 3) else None
     series: dict[str, np.ndarray] = {}
     if (run_dir / "analysis.h5").is_file():
         series = read_analysis(run_dir / "analysis.h5").series
-    return {"dir": run_dir, "config": cfg, "temperatures": np.asarray(ck.temperatures),
-            "energy": energy, "passages": passages, "series": series, "discard": frac,
-            "acceptance": acceptance, "hyper": hyper, "uuid": ck.run_uuid,
-            "seed": cfg.get("run", {}).get("seed")}
+    return {"dir": run_dir, "config": rec.config, "temperatures": rec.temperatures,
+            "energy": energy, "passages": passages, "series": series, "discard": rec.discard,
+            "acceptance": acceptance, "hyper": hyper, "uuid": rec.run_uuid, "seed": rec.seed}
 
 
 def hyper_names(cfg: dict[str, Any], n: int) -> list[str]:

@@ -13,19 +13,14 @@ tests/test_model_evidence.py; see docs/evidence.md, "Basin evidence and model ev
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from thermonet.analysis.free_energy import free_energies
-from thermonet.analysis.mixing import assess
-from thermonet.config.schema import parse_toml
+from thermonet.analysis.run_record import open_run
 from thermonet.errors import ConfigError
-from thermonet.io.checkpoint import read_checkpoint
-from thermonet.io.trace import read_trace
-from thermonet.tempering.ladder import trajectories_from_settings
 
 #: how close a rung's temperature must be to 1 to count as ``T = 1``
 T_ONE_RTOL = 1e-9
@@ -101,36 +96,22 @@ def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> Model
     ``[ladder] prior_rung = true`` and a rung at T = 1), after discarding the fraction
     ``discard`` of its iterations (default: the run's ``run.discard``), with the run's
     mixing verdict. Raises :class:`ConfigError` when the run cannot give it."""
-    run_dir = Path(run_dir)
-    ck = read_checkpoint(run_dir)
-    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
-    cfg = parse_toml(ck.config_toml)
-    if cfg.get("prior", {}).get("gaussian_std") is not None:
+    rec = open_run(run_dir, discard=discard)
+    if rec.config.get("prior", {}).get("gaussian_std") is not None:
         raise ConfigError(f"{run_dir} has a Gaussian prior; log Z from the ladder is computed "
                           "for the box prior only (its trace energies include the prior term)")
-    temps = np.asarray(ck.temperatures, dtype=np.float64)
+    temps = rec.temperatures
     if not np.isinf(temps[-1]) or t_one_slot(temps) is None:
         raise ConfigError(f"{run_dir}: its ladder (T = {temps[0]:.4g} ... {temps[-1]:.4g}) "
                           "needs a prior rung and a rung at T = 1 for the log evidence; run "
                           "with [ladder] prior_rung = true and t_min = 1 (or a rung at 1)")
-    if discard is None:
-        discard = float(cfg.get("run", {}).get("discard", 0.2))
-    if not (isinstance(discard, (int, float)) and 0 <= discard < 1):
-        raise ConfigError(f"discard = {discard!r}; expected a fraction in [0, 1), e.g. 0.2")
-    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
-    trace = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
-    n = int((its <= ck.iteration).sum())
-    start = math.floor(discard * n)
-    sampler = cfg.get("sampler", {})
-    n_traj = trajectories_from_settings(cfg.get("ladder", sampler), temps)
-    mx = assess(trace, temps, n_trajectories=n_traj, start=start,
-                elapsed_s=ck.counters.get("elapsed_s"))
     # the energies the temperature divides (a regression prior is not tempered); traces
     # written before they were recorded have only the slots' energies, equal for box priors
-    energies = trace.get("swap_energy_k", trace["energy_k"])
-    out = model_evidence(temps, np.asarray(energies)[start:n], mx.verdict)
+    kept = rec.kept
+    energies = kept.get("swap_energy_k", kept["energy_k"])
+    out = model_evidence(temps, np.asarray(energies), rec.verdict)
     if out is None:
-        raise ConfigError(f"{run_dir} has {n - start} iterations after the discard; expected "
+        raise ConfigError(f"{run_dir} has {rec.n_kept} iterations after the discard; expected "
                           f"at least 2 (continue it with `thermonet resume {run_dir}`)")
     return out
 

@@ -19,17 +19,13 @@ from thermonet.analysis.ladder import (
     series_stats,
     swap_table,
 )
-from thermonet.analysis.mixing import assess
 from thermonet.analysis.model_evidence import model_evidence
 from thermonet.analysis.replica_flow import replica_flow
 from thermonet.analysis.report import TABLE_COLUMNS, Analysis
-from thermonet.analysis.samples import SampleStore, evaluate_samples
+from thermonet.analysis.run_record import RunRecord, open_run
+from thermonet.analysis.samples import evaluate_samples
 from thermonet.analysis.stopping import STOP_PATIENCE, STOP_SIGMA, best_temperature
-from thermonet.config.schema import TOMLDecodeError, parse_toml
-from thermonet.errors import CheckpointError, CheckpointFormatError, ConfigError
-from thermonet.io.checkpoint import read_checkpoint
-from thermonet.io.trace import read_trace
-from thermonet.tempering.ladder import trajectories_from_settings
+from thermonet.errors import ConfigError
 
 
 def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
@@ -100,21 +96,9 @@ def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
     return {k: (math.nan if v is None else float(v)) for k, v in out.items()}
 
 
-def _build_model(cfg_toml: str, mnist_dir: str | None) -> tuple[Any, Any, Any]:
-    """(architecture, data split or None, resolved config) of a run."""
-    from thermonet import config as cfgmod
-    from thermonet import registry
-
-    cfg = cfgmod.resolve(parse_toml(cfg_toml))
-    settings = {k: (list(v) if isinstance(v, tuple) else v)
-                for k, v in cfg["architecture"].items() if k != "name"}
-    arch = registry.get_architecture(cfg["architecture"]["name"], **settings)
-    split = None
-    if cfg["data"]["name"] != "none":
-        from thermonet.data import load_configured
-
-        split = load_configured(cfg["data"], cfg["run"]["seed"], mnist_dir=mnist_dir)
-    return arch, split, cfg
+def _build_model(rec: RunRecord, mnist_dir: str | None) -> tuple[Any, Any]:
+    """(architecture, data split or None) of a run."""
+    return rec.architecture(), rec.data(mnist_dir)
 
 
 def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = True,
@@ -155,53 +139,58 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     -------
     Analysis
     """
-    run_dir = Path(run_dir)
-    if not run_dir.exists():
-        raise CheckpointError(f"{run_dir} does not exist; expected a run directory made by "
-                                   "`thermonet run`")
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ConfigError(f"workers = {workers!r}; expected an integer >= 1")
     if baseline is not None and not Path(baseline).exists():   # fail before loading any data
         raise ConfigError(f"--baseline {baseline} does not exist; expected the JSON printed by "
                           "`thermonet baseline --json` (saved to a file) or the .npy written by "
                           "`thermonet baseline --out`")
-    ck = read_checkpoint(run_dir)
-    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
-    try:
-        cfg_raw = parse_toml(ck.config_toml)
-    except TOMLDecodeError as toml_err:
-        raise CheckpointFormatError(f"the configuration stored in {run_dir} is not valid "
-                                         f"TOML ({toml_err})") from None
-    run_cfg = cfg_raw.get("run", {})
-    if discard is None:
-        discard = float(run_cfg.get("discard", 0.2))
-    if not (isinstance(discard, (int, float)) and 0 <= discard < 1):
-        raise ConfigError(f"discard = {discard!r}; expected a fraction in [0, 1), e.g. 0.2")
+    rec = open_run(run_dir, discard=discard)
+    table, warnings = _trace_table(rec)
+    arch = split = None
+    if rec.data_name != "none":
+        arch, split = _build_model(rec, mnist_dir)
+    series, hyper = _sample_columns(rec, table, warnings, arch, split, test=test,
+                                    predictive=predictive, workers=workers, world=world)
+    pairs, meta = _ladder_health(rec, table, warnings, swap_threshold)
+    references = _references(arch, split)
+    if baseline is not None:
+        references.update(_read_baseline(baseline, arch, split, workers, warnings, world))
+    best = best_temperature(rec.temperatures, table, stop_sigma, stop_patience)
+    meta.update(_identity(rec, arch, split, series))
+    meta.update({
+        "swap_warn_threshold": float(swap_threshold), "stop_sigma": float(stop_sigma),
+        "stop_patience": int(stop_patience),
+        "test": bool(test), "predictive": bool(predictive and test),
+        "gaussian_prior": _gaussian(rec),
+        "baseline": None if baseline is None else str(baseline),
+        "hyperparameters": hyper,
+    })
+    return Analysis(rec.path, rec.temperatures.copy(), table, pairs, references, best,
+                    warnings, meta, series)
+
+
+def _gaussian(rec: RunRecord) -> bool:
+    return rec.config.get("prior", {}).get("gaussian_std") is not None
+
+
+def _trace_table(rec: RunRecord) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The per-temperature table's trace columns (energies, acceptance, step sizes, heat
+    capacity) from the kept iterations, and the warnings they raise."""
     warnings: list[str] = []
-    temps = np.asarray(ck.temperatures, dtype=np.float64)
-    k_n = temps.size
-    # rows beyond the checkpoint (left by a crash, trimmed on resume) are not part of the run
-    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
-    keep_rows = its <= ck.iteration
-    tr = {name: np.asarray(a)[keep_rows] for name, a in tr.items()}
-    n = int(keep_rows.sum())
-    start = math.floor(discard * n)
-    sl = slice(start, n)
-    n_used = n - start
-    first_it = int(tr["iteration"][start]) if n_used > 0 else ck.iteration + 1
-    sampler = cfg_raw.get("sampler", {})
-    n_traj = trajectories_from_settings(cfg_raw.get("ladder", sampler), temps)
+    temps, k_n, n_used = rec.temperatures, rec.temperatures.size, rec.n_kept
     nan_k = np.full(k_n, np.nan)
     table: dict[str, np.ndarray] = {c: nan_k.copy() for c in TABLE_COLUMNS}
     table["temperature"] = temps.copy()
     table["n_samples"] = np.zeros(k_n, dtype=np.int64)
-    if n == 0:
-        warnings.append(f"{run_dir} has no recorded iterations yet; continue it with "
-                        f"`thermonet resume {run_dir}`")
+    if rec.n_recorded == 0:
+        warnings.append(f"{rec.path} has no recorded iterations yet; continue it with "
+                        f"`thermonet resume {rec.path}`")
     if n_used > 0:
-        e_nk = np.asarray(tr["energy_k"], dtype=np.float64)[sl]
-        table["acceptance"] = tr["n_accepted_k"][sl].sum(axis=0) / (n_used * n_traj)
-        table["dt"] = np.asarray(tr["step_size_k"], dtype=np.float64)[sl].mean(axis=0)
+        kept = rec.kept
+        e_nk = np.asarray(kept["energy_k"], dtype=np.float64)
+        table["acceptance"] = kept["n_accepted_k"].sum(axis=0) / (n_used * rec.n_trajectories)
+        table["dt"] = np.asarray(kept["step_size_k"], dtype=np.float64).mean(axis=0)
         short = []
         for k in range(k_n):
             m, err, tau = series_stats(e_nk[:, k])
@@ -217,94 +206,109 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                             f"{', ...' if len(short) > 6 else ''}) the {n_used} iterations "
                             f"used are fewer than {MIN_TAU_MULTIPLE:g} autocorrelation times "
                             "of the training energy; its error bars are rough")
-    gaussian = cfg_raw.get("prior", {}).get("gaussian_std") is not None
-    if gaussian:
+    if _gaussian(rec):
         warnings.append("this run has a Gaussian prior: the trace energies (train_energy, "
                         "heat_capacity) include its term; the test energies do not")
+    return table, warnings
 
-    # samples: train/test errors, test energies, the predictive
-    store = SampleStore(run_dir, ck.run_uuid, ck.iteration)
-    used_its = store.select(first_it)
+
+def _sample_columns(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[str],
+                    arch: Any, split: Any, *, test: bool, predictive: bool, workers: int,
+                    world: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Fill the table's columns of the stored samples (train/test errors, test energies, the
+    predictive); return the per-sample series and the hyperparameter widths."""
+    used_its = rec.sample_iterations()
     n_s = int(used_its.size)
     table["n_samples"][:] = n_s
-    data_name = cfg_raw.get("data", {}).get("name", "none")
-    arch = split = None
-    meta: dict[str, Any] = {}
-    if data_name != "none":
-        arch, split, _ = _build_model(ck.config_toml, mnist_dir)
     n_train = len(split.train.y) if split is not None else 0
-    n_test = len(split.test.y) if split is not None else 0
     if split is not None and n_train:
         table["train_energy_per_point"] = table["train_energy"] / n_train
         table["train_energy_per_point_err"] = table["train_energy_err"] / n_train
-    if n_s == 0 and n_used > 0:
+    if n_s == 0 and rec.n_kept > 0:
         warnings.append("no stored parameter samples after the discarded part (run."
-                        f"sample_every = {run_cfg.get('sample_every')}); the error and test "
-                        "columns are NaN")
+                        f"sample_every = {rec.config.get('run', {}).get('sample_every')}); "
+                        "the error and test columns are NaN")
     elif 0 < n_s < MIN_SAMPLES and split is not None:
         warnings.append(f"only {n_s} stored samples per temperature after discard; the test "
                         "and error columns have rough error bars")
     series: dict[str, np.ndarray] = {}
-    # Neal's scale factors: the group widths are coordinates of the state, read from the samples
-    state_widths = getattr(arch.potential(split.train), "group_widths", None) if (
-        arch is not None and getattr(arch, "scaled", False) and split is not None) else None
-    widths_nkj: list[np.ndarray] = []
+    widths: tuple[list[str], np.ndarray] | None = None
     if split is not None and n_s > 0:
         series["sample_iteration"] = np.asarray(used_its, dtype=np.int64)
-        per_sample = ["train_error"] + (["test_energy", "test_error"] if test else [])
+        widths = _evaluate_slots(rec, table, series, arch, split, test=test,
+                                 predictive=predictive, workers=workers, world=world)
+    kept = rec.kept
+    hyper = hyper_widths(arch, split, kept["hyper_k"]) if (
+        "hyper_k" in kept and rec.n_kept > 0 and arch is not None and split is not None) else {}
+    if widths is not None and widths[1].shape[2] > 0:
+        hyper = with_state_widths(hyper, widths[0], widths[1])
+    return series, hyper
+
+
+def _evaluate_slots(rec: RunRecord, table: dict[str, np.ndarray],
+                    series: dict[str, np.ndarray], arch: Any, split: Any, *, test: bool,
+                    predictive: bool, workers: int, world: Any
+                    ) -> tuple[list[str], np.ndarray] | None:
+    """Evaluate every slot's stored samples into ``table`` and ``series``; the group widths
+    of a scale-factor model (Neal's: coordinates of the state), else None."""
+    temps = rec.temperatures
+    n_s, k_n = series["sample_iteration"].size, temps.size
+    n_test = len(split.test.y)
+    state_widths = getattr(arch.potential(split.train), "group_widths", None) if (
+        getattr(arch, "scaled", False)) else None
+    per_sample = ["train_error"] + (["test_energy", "test_error"] if test else [])
+    for name in per_sample:
+        series[name] = np.full((n_s, k_n), np.nan)
+    group_names: list[str] = []
+    widths_nkj: list[np.ndarray] = []
+    for k in range(k_n):
+        theta = rec.samples(slot=k)
+        if state_widths is not None:
+            group_names, w = state_widths(theta)
+            widths_nkj.append(w)
+        ev = evaluate_samples(arch, theta, train=split.train, test=split.test if test else None,
+                              predictive=predictive and test, workers=workers, world=world)
         for name in per_sample:
-            series[name] = np.full((n_s, k_n), np.nan)
-        for k in range(k_n):
-            theta = store.slot(k, first_it)
-            if state_widths is not None:
-                group_names, w = state_widths(theta)
-                widths_nkj.append(w)
-            ev = evaluate_samples(arch, theta, train=split.train,
-                                  test=split.test if test else None,
-                                  predictive=predictive and test, workers=workers,
-                                  world=world)
-            for name in per_sample:
-                series[name][:, k] = getattr(ev, name)
-            m, err, _ = series_stats(ev.train_error)
-            table["train_error"][k], table["train_error_err"][k] = m, err
-            if test:
-                m, err, _ = series_stats(ev.test_energy)
-                table["test_energy"][k], table["test_energy_err"][k] = m, err
-                m, err, _ = series_stats(ev.test_error)
-                table["test_error"][k], table["test_error_err"][k] = m, err
-                if predictive:
-                    table["predictive_test_energy_per_point"][k] = \
-                        ev.predictive_test_energy / n_test
-                    table["predictive_test_error"][k] = ev.predictive_test_error
-        if n_test:
-            table["test_energy_per_point"] = table["test_energy"] / n_test
-            table["test_energy_per_point_err"] = table["test_energy_err"] / n_test
+            series[name][:, k] = getattr(ev, name)
+        m, err, _ = series_stats(ev.train_error)
+        table["train_error"][k], table["train_error_err"][k] = m, err
+        if test:
+            m, err, _ = series_stats(ev.test_energy)
+            table["test_energy"][k], table["test_energy_err"][k] = m, err
+            m, err, _ = series_stats(ev.test_error)
+            table["test_error"][k], table["test_error_err"][k] = m, err
+            if predictive:
+                table["predictive_test_energy_per_point"][k] = \
+                    ev.predictive_test_energy / n_test
+                table["predictive_test_error"][k] = ev.predictive_test_error
+    if n_test:
+        table["test_energy_per_point"] = table["test_energy"] / n_test
+        table["test_energy_per_point_err"] = table["test_energy_err"] / n_test
+    return (group_names, np.stack(widths_nkj, axis=1)) if widths_nkj else None
 
-    hyper = hyper_widths(arch, split, tr["hyper_k"][sl]) if (
-        "hyper_k" in tr and n_used > 0 and arch is not None and split is not None) else {}
-    if widths_nkj and widths_nkj[0].shape[1] > 0:
-        hyper = with_state_widths(hyper, group_names, np.stack(widths_nkj, axis=1))
 
-    # ladder health
+def _ladder_health(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[str],
+                   swap_threshold: float) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The swap table, the mixing columns of ``table``, low-swap warnings and the meta
+    entries of the mixing (verdict, passages, flow, the model's log evidence)."""
+    temps, k_n, n_used, kept = rec.temperatures, rec.temperatures.size, rec.n_kept, rec.kept
     if k_n > 1 and n_used > 0:
-        pairs = swap_table(temps, tr["swap_attempted_k"][sl], tr["swap_accepted_k"][sl])
+        pairs = swap_table(temps, kept["swap_attempted_k"], kept["swap_accepted_k"])
     else:
         pairs = swap_table(temps, np.zeros((0, max(k_n - 1, 0))), np.zeros((0, max(k_n - 1, 0))))
-    mx = assess(tr, temps, n_trajectories=n_traj, start=start,
-                elapsed_s=ck.counters.get("elapsed_s"))
-    trips, restarts = mx.passages.round_trips, mx.passages.restarts
-    ideal = ideal_for_run(mx.swaps.rejection, n_used, cfg_raw.get("ladder", {}))
-    flow = replica_flow(tr["replica_k"][sl]) if k_n > 1 and "replica_k" in tr else None
+    mx = rec.mixing
+    ideal = ideal_for_run(mx.swaps.rejection, n_used, rec.config.get("ladder", {}))
+    flow = replica_flow(kept["replica_k"]) if k_n > 1 and "replica_k" in kept else None
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
-    evidence = None if gaussian or n_used < 2 else model_evidence(
-        temps, np.asarray(tr.get("swap_energy_k", tr["energy_k"]), dtype=np.float64)[sl],
+    evidence = None if _gaussian(rec) or n_used < 2 else model_evidence(
+        temps, np.asarray(kept.get("swap_energy_k", kept["energy_k"]), dtype=np.float64),
         mx.verdict)
     table["acceptance_err"] = mx.acceptance.error
     table["rhat_train_energy"] = mx.diagnostics["rhat"]
     table["ess_bulk_train_energy"] = mx.diagnostics["ess_bulk"]
     table["ess_tail_train_energy"] = mx.diagnostics["ess_tail"]
-    table["ess_bulk_per_hour"] = ess_per_hour(mx.diagnostics["ess_bulk"], n_used, ck.iteration,
-                                              ck.counters.get("elapsed_s"))
+    table["ess_bulk_per_hour"] = ess_per_hour(mx.diagnostics["ess_bulk"], n_used,
+                                              rec.iterations, rec.elapsed_s)
     pairs["swap_rejection"] = mx.swaps.rejection
     pairs["swap_rejection_err"] = mx.swaps.rejection_err
     if k_n > 1 and n_used > 0:
@@ -317,145 +321,107 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
                             f"below {100 * swap_threshold:g}% ({listed}"
                             f"{'; ...' if len(low) > 6 else ''}); the ladder may not mix: add "
                             "temperatures there")
+    trips, restarts = mx.passages.round_trips, mx.passages.restarts
+    return pairs, {
+        "round_trips": int(trips.sum()), "round_trips_per_replica": [int(v) for v in trips],
+        "restarts": int(restarts.sum()), "restarts_per_replica": [int(v) for v in restarts],
+        "ideal_passages": None if ideal is None else ideal.to_dict(),
+        "replica_flow": None if flow is None else flow.to_dict(),
+        "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
+        "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
+        "log_evidence": None if evidence is None else evidence.to_dict()}
 
-    # references and the best temperature
+
+def _references(arch: Any, split: Any) -> dict[str, float]:
+    """The uninformed predictor's test energy per point and error (for a regression, the
+    squared error of the training targets' mean), and empty baseline lines."""
     task = split.train.task if split is not None else "classification"
     n_classes = int(getattr(arch, "widths", [0, 10])[-1]) if arch is not None else 10
     uninformed = (math.log(n_classes), 1.0 - 1.0 / n_classes)
     if task == "regression" and split is not None:
-        # predicting the training targets' mean everywhere: its test squared error
         from thermonet.data import to_original_units
 
         mean = np.mean(split.train.y, axis=0)
         f_te, y_te = to_original_units(split.test, np.broadcast_to(mean, split.test.y.shape))
         uninformed = (math.nan, float(np.mean(np.sum((y_te - f_te) ** 2, axis=1)))
-                      if n_test else math.nan)
-    references = {"uninformed_per_point": uninformed[0],
-                  "uninformed_error": uninformed[1],
-                  "baseline_test_energy_per_point": math.nan,
-                  "baseline_test_energy_per_point_err": math.nan,
-                  "baseline_test_error": math.nan, "baseline_test_error_err": math.nan,
-                  "baseline_n_kept": math.nan}
-    if baseline is not None:
-        references.update(_read_baseline(baseline, arch, split, workers, warnings, world))
-    best = best_temperature(temps, table, stop_sigma, stop_patience)
+                      if len(split.test.y) else math.nan)
+    return {"uninformed_per_point": uninformed[0], "uninformed_error": uninformed[1],
+            "baseline_test_energy_per_point": math.nan,
+            "baseline_test_energy_per_point_err": math.nan,
+            "baseline_test_error": math.nan, "baseline_test_error_err": math.nan,
+            "baseline_n_kept": math.nan}
 
-    meta.update({
-        "run_dir": str(run_dir), "run_uuid": ck.run_uuid,
-        "thermonet_version": ck.thermonet_version,
+
+def _identity(rec: RunRecord, arch: Any, split: Any, series: dict[str, np.ndarray]
+              ) -> dict[str, Any]:
+    """The analysis's meta entries that say what was analysed."""
+    used = series.get("sample_iteration", rec.sample_iterations())
+    return {
+        "run_dir": str(rec.path), "run_uuid": rec.run_uuid,
+        "thermonet_version": rec.checkpoint.thermonet_version,
         "architecture": (arch.describe() if arch is not None
-                         else cfg_raw.get("architecture", {})),
-        "data": data_name,
+                         else rec.config.get("architecture", {})),
+        "data": rec.data_name,
         "test_set": getattr(split.test, "name", None) if split is not None else None,
         "test_kind": getattr(split, "test_kind", None) if split is not None else None,
-        "n_train": n_train, "n_test": n_test, "n_classes": n_classes, "task": task,
-        "iterations": ck.iteration, "discard": float(discard),
-        "discarded_iterations": start, "iterations_used": n_used,
-        "first_iteration_used": first_it if n_used > 0 else None,
-        "sample_iterations_used": [int(i) for i in used_its],
-        "n_samples": n_s, "n_trajectories": [int(v) for v in n_traj],
-        "round_trips": int(trips.sum()),
-        "round_trips_per_replica": [int(v) for v in trips],
-        "restarts": int(restarts.sum()),
-        "restarts_per_replica": [int(v) for v in restarts],
-        "ideal_passages": None if ideal is None else ideal.to_dict(),
-        "replica_flow": None if flow is None else flow.to_dict(),
-        "elapsed_s": float(ck.counters.get("elapsed_s", math.nan)),
-        "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
-        "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
-        "log_evidence": None if evidence is None else evidence.to_dict(),
-        "swap_warn_threshold": float(swap_threshold), "stop_sigma": float(stop_sigma),
-        "stop_patience": int(stop_patience),
-        "test": bool(test), "predictive": bool(predictive and test),
-        "gaussian_prior": gaussian,
-        "baseline": None if baseline is None else str(baseline),
-        "hyperparameters": hyper,
-    })
-    return Analysis(run_dir, temps, table, pairs, references, best, warnings, meta, series)
+        "n_train": len(split.train.y) if split is not None else 0,
+        "n_test": len(split.test.y) if split is not None else 0,
+        "n_classes": int(getattr(arch, "widths", [0, 10])[-1]) if arch is not None else 10,
+        "task": split.train.task if split is not None else "classification",
+        "iterations": rec.iterations, "discard": rec.discard,
+        "discarded_iterations": rec.start, "iterations_used": rec.n_kept,
+        "first_iteration_used": rec.first_kept_iteration if rec.n_kept > 0 else None,
+        "sample_iterations_used": [int(i) for i in used],
+        "n_samples": len(used), "n_trajectories": [int(v) for v in rec.n_trajectories],
+        "elapsed_s": float(rec.checkpoint.counters.get("elapsed_s", math.nan)),
+    }
 
 
-def _with_scale_factors(run_dir: Path, ck: Any, arch: Any, split: Any, hyper: dict[str, Any],
-                        first_kept: int) -> dict[str, Any]:
+def _with_scale_factors(rec: RunRecord, arch: Any, split: Any, hyper: dict[str, Any]
+                        ) -> dict[str, Any]:
     """``hyper`` with the group widths of a scale-factor model, read from its stored samples
-    from iteration ``first_kept`` on (they are coordinates of the state, not in the trace's
-    ``hyper_k``); unchanged if no sample is kept."""
-    tr = read_trace(run_dir, samples=True, run_uuid=ck.run_uuid, through=ck.iteration)
-    theta = tr["samples_theta"][tr["samples_iteration"] >= first_kept]
-    if theta.shape[0] == 0:
+    after the discard (they are coordinates of the state, not in the trace's ``hyper_k``);
+    unchanged if no sample is kept."""
+    if rec.sample_iterations().size == 0:
         return hyper
     pot = arch.potential(split.train)
-    per_slot = [pot.group_widths(theta[:, k]) for k in range(theta.shape[1])]
+    per_slot = [pot.group_widths(rec.samples(slot=k)) for k in range(rec.temperatures.size)]
     names = per_slot[0][0]
     return with_state_widths(hyper, names, np.stack([w for _, w in per_slot], axis=1))
 
 
 def summarise(run_dir: str | Path) -> dict[str, Any]:
     """The ``thermonet info`` summary of a run directory (JSON-serialisable)."""
-    run_dir = Path(run_dir)
-    ck = read_checkpoint(run_dir)
-    tr = read_trace(run_dir, run_uuid=ck.run_uuid)
-    cfg = parse_toml(ck.config_toml)
-    n = int(tr["iteration"].shape[0]) if "iteration" in tr else 0
-    discard = float(cfg.get("run", {}).get("discard", 0.2))
-    start = int(np.floor(discard * n))
-    sl = slice(start, n)
-    k = len(ck.temperatures)
-    sampler = cfg.get("sampler", {})
-    n_traj = trajectories_from_settings(cfg.get("ladder", sampler), ck.temperatures)
+    rec = open_run(run_dir)
+    ck, cfg, tr, kept = rec.checkpoint, rec.config, rec.trace, rec.kept
+    n, start, k = rec.n_recorded, rec.start, rec.temperatures.size
     out: dict[str, Any] = {
         "run_dir": str(run_dir),
-        "run_uuid": ck.run_uuid,
-        "iterations": ck.iteration,
-        "n_iterations": int(cfg.get("run", {}).get("n_iterations", ck.iteration)),
+        "run_uuid": rec.run_uuid,
+        "iterations": rec.iterations,
+        "n_iterations": int(cfg.get("run", {}).get("n_iterations", rec.iterations)),
         "discarded_iterations": start,
-        "temperatures": [float(t) for t in ck.temperatures],
+        "temperatures": [float(t) for t in rec.temperatures],
         "dt": [float(v) for v in np.atleast_1d(ck.slots["step_size"])],
         "elapsed_s": float(ck.counters.get("elapsed_s", 0.0)),
         "blas_backend": ck.blas_backend,
         "blas_reason": str(ck.blas_choice.get("reason", "")),
         "architecture": cfg.get("architecture", {}).get("name"),
         "data": cfg.get("data", {}).get("name"),
-        "sampler": sampler.get("name"),
+        "sampler": cfg.get("sampler", {}).get("name"),
     }
-    if n - start > 0:
-        acc = tr["n_accepted_k"][sl].sum(axis=0) / ((n - start) * n_traj)
+    if rec.n_kept > 0:
+        acc = kept["n_accepted_k"].sum(axis=0) / (rec.n_kept * rec.n_trajectories)
         out["acceptance"] = [float(a) for a in acc]
-        out["mean_energy"] = [float(e) for e in tr["energy_k"][sl].mean(axis=0)]
+        out["mean_energy"] = [float(e) for e in kept["energy_k"].mean(axis=0)]
         out["divergences"] = int(tr["n_divergent_k"].sum())
     else:
         out["acceptance"] = [float("nan")] * k
         out["mean_energy"] = [float("nan")] * k
         out["divergences"] = 0
-    its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
-    trimmed = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
-    mx = assess(trimmed, ck.temperatures, n_trajectories=n_traj, start=start,
-                elapsed_s=ck.counters.get("elapsed_s"))
-    out["acceptance_err"] = [float(v) for v in mx.acceptance.error]
-    out["rhat"] = [float(v) for v in mx.diagnostics["rhat"]]
-    out["ess_bulk"] = [float(v) for v in mx.diagnostics["ess_bulk"]]
-    out["ess_bulk_per_hour"] = [float(v) for v in ess_per_hour(
-        mx.diagnostics["ess_bulk"], ck.iteration - start, ck.iteration,
-        ck.counters.get("elapsed_s"))]
-    out["restarts"] = int(mx.passages.restarts.sum())
-    n_kept = int((its <= ck.iteration).sum()) - start
-    ideal = ideal_for_run(mx.swaps.rejection, n_kept, cfg.get("ladder", {}))
-    out["ideal_passages"] = None if ideal is None else ideal.to_dict()
-    flow = replica_flow(trimmed["replica_k"][start:]) if (
-        k > 1 and "replica_k" in trimmed) else None
-    out["replica_flow"] = None if flow is None else flow.to_dict()
-    out["barrier"] = mx.swaps.barrier
-    # hierarchical models: the hyperparameters' posterior means (names need the model)
-    out["hyperparameters"] = {}
-    scaled = cfg.get("architecture", {}).get("parameterisation") == "scale"
-    if (("hyper_k" in trimmed or scaled) and cfg.get("data", {}).get("name", "none") != "none"
-            and n_kept > 0):
-        arch, split = _build_model(ck.config_toml, None)[:2]
-        if "hyper_k" in trimmed:
-            out["hyperparameters"] = hyper_widths(arch, split, trimmed["hyper_k"][start:])
-        if scaled:
-            out["hyperparameters"] = _with_scale_factors(run_dir, ck, arch, split,
-                                                         out["hyperparameters"],
-                                                         first_kept=start + 1)
+    out.update(_mixing_summary(rec))
+    out["hyperparameters"] = _hyper_summary(rec)
+    mx = rec.mixing
     out["mixed"] = mx.verdict.mixed
     out["verdict"] = str(mx.verdict)
     out["verdict_reasons"] = list(mx.verdict.reasons)
@@ -477,6 +443,36 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         out["swap_acceptance"] = []
         out["round_trips"] = 0
     return out
+
+
+def _mixing_summary(rec: RunRecord) -> dict[str, Any]:
+    """``info``'s mixing entries: acceptance errors, R-hat, ESS, restarts, passages, flow."""
+    mx, k = rec.mixing, rec.temperatures.size
+    ideal = ideal_for_run(mx.swaps.rejection, rec.n_kept, rec.config.get("ladder", {}))
+    flow = replica_flow(rec.kept["replica_k"]) if k > 1 and "replica_k" in rec.trace else None
+    return {
+        "acceptance_err": [float(v) for v in mx.acceptance.error],
+        "rhat": [float(v) for v in mx.diagnostics["rhat"]],
+        "ess_bulk": [float(v) for v in mx.diagnostics["ess_bulk"]],
+        "ess_bulk_per_hour": [float(v) for v in ess_per_hour(
+            mx.diagnostics["ess_bulk"], rec.iterations - rec.start, rec.iterations,
+            rec.elapsed_s)],
+        "restarts": int(mx.passages.restarts.sum()),
+        "ideal_passages": None if ideal is None else ideal.to_dict(),
+        "replica_flow": None if flow is None else flow.to_dict(),
+        "barrier": mx.swaps.barrier,
+    }
+
+
+def _hyper_summary(rec: RunRecord) -> dict[str, Any]:
+    """Hierarchical models: the hyperparameters' posterior means (names need the model)."""
+    scaled = rec.config.get("architecture", {}).get("parameterisation") == "scale"
+    if not (("hyper_k" in rec.trace or scaled) and rec.data_name != "none"
+            and rec.n_kept > 0):
+        return {}
+    arch, split = _build_model(rec, None)
+    hyper = hyper_widths(arch, split, rec.kept["hyper_k"]) if "hyper_k" in rec.trace else {}
+    return _with_scale_factors(rec, arch, split, hyper) if scaled else hyper
 
 
 def ess_per_hour(ess: Any, n_used: int, n_iterations: int, elapsed_s: Any) -> np.ndarray:

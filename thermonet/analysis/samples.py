@@ -28,7 +28,7 @@ class SampleEvaluation(NamedTuple):
     predictive_test_error: float     #: fraction with argmax pbar != t_i
 
 
-def _log_proba(arch: Any, pot: Any, theta: FloatArray) -> FloatArray:
+def log_proba(arch: Any, pot: Any, theta: FloatArray) -> FloatArray:
     """``ln p(q | x_i, w)`` for every point of ``pot``'s data, shape (N, C), float64."""
     if hasattr(pot, "logits"):
         z = pot.logits(theta)
@@ -94,10 +94,10 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
         err_tr = err_te = e_te = math.nan
         logp = None
         if p_tr is not None:
-            lp = _log_proba(arch, p_tr, theta)
+            lp = log_proba(arch, p_tr, theta)
             err_tr = float(np.mean(np.argmax(lp, axis=1) != train.y))
         if p_te is not None:
-            lp = _log_proba(arch, p_te, theta)
+            lp = log_proba(arch, p_te, theta)
             if hasattr(p_te, "logits"):
                 # one forward pass: E = -sum_i ln p(t_i|x_i) from the same log-probabilities
                 # (equal to the energy kernel's value up to rounding, about 1e-13 relative)
@@ -109,22 +109,8 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
                 logp = lp
         return err_tr, e_te, err_te, logp
 
-    ex = executor_in(LOCAL if world is None else world, max(1, int(workers)))
     err_tr_s, e_te_s, err_te_s = nan_s.copy(), nan_s.copy(), nan_s.copy()
-    acc: FloatArray | None = None
-    chunk = 2 * ex.n_workers
-    try:
-        for lo in range(0, n_s, chunk):
-            for s, (a, b, c, lp) in zip(range(lo, min(lo + chunk, n_s)),
-                                        ex.map(one, range(lo, min(lo + chunk, n_s))),
-                                        strict=True):
-                err_tr_s[s], e_te_s[s], err_te_s[s] = a, b, c
-                if lp is not None:
-                    acc = lp.copy() if acc is None else np.logaddexp(acc, lp)
-    finally:
-        close = getattr(ex, "close", None)
-        if close is not None:
-            close()
+    acc = _collect(one, n_s, (err_tr_s, e_te_s, err_te_s), workers, world)
     pe = perr = math.nan
     if acc is not None and test is not None:
         log_pbar = acc - math.log(n_s)
@@ -132,6 +118,28 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
         pe = float(-np.sum(log_pbar[np.arange(y.size), y]))
         perr = float(np.mean(np.argmax(log_pbar, axis=1) != y))
     return SampleEvaluation(err_tr_s, e_te_s, err_te_s, pe, perr)
+
+
+def _collect(one: Any, n_s: int, columns: tuple[FloatArray, ...], workers: int,
+             world: World | None) -> FloatArray | None:
+    """Run ``one`` over the samples in order (threads or ranks), filling ``columns`` with its
+    three numbers per sample; return the log-sum of its log-probabilities (None if none)."""
+    ex = executor_in(LOCAL if world is None else world, max(1, int(workers)))
+    acc: FloatArray | None = None
+    chunk = 2 * ex.n_workers
+    try:
+        for lo in range(0, n_s, chunk):
+            for s, (a, b, c, lp) in zip(range(lo, min(lo + chunk, n_s)),
+                                        ex.map(one, range(lo, min(lo + chunk, n_s))),
+                                        strict=True):
+                columns[0][s], columns[1][s], columns[2][s] = a, b, c
+                if lp is not None:
+                    acc = lp.copy() if acc is None else np.logaddexp(acc, lp)
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    return acc
 
 
 def squared_error(f: FloatArray, y: FloatArray) -> float:

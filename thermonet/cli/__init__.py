@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "analyse": "thermonet.cli.analyse:analyse",
     "compare": "thermonet.cli.compare:compare",
     "export": "thermonet.cli.export:export",
+    "predict": "thermonet.cli.predict:predict",
     "minimise": "thermonet.cli.minimise:minimise",
     "baseline": "thermonet.cli.minimise:baseline",
     "evidence": "thermonet.cli.evidence:evidence",

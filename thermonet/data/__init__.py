@@ -16,6 +16,7 @@ See docs/data.md for the preprocessing, names, storage and provenance.
 
 from __future__ import annotations
 
+from thermonet.data._cases import column_names, read_cases
 from thermonet.data._datasets import (
     INDEX_ENCODING,
     OFFICIAL_TEST_NAME,
@@ -100,6 +101,7 @@ __all__ = [
     "MnistNotFoundError",
     "build_embedded",
     "clear_caches",
+    "column_names",
     "data_dir_path",
     "data_info",
     "fetch_mnist",
@@ -118,6 +120,7 @@ __all__ = [
     "official_test",
     "parse_name",
     "preprocess",
+    "read_cases",
     "read_embedded",
     "read_idx",
     "read_paper_subset",

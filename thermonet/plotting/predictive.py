@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from thermonet.analysis.prediction import mixture_quantiles
+from thermonet.analysis.run_record import RunRecord, open_run
 from thermonet.errors import PlotError
 from thermonet.plotting.figure import PathLike, new_figure
 from thermonet.plotting.runs import figure_title, first_kept, read_run_trace
@@ -65,25 +67,20 @@ class PredictiveNumbers:
 def regression_model(run_dir: PathLike, mnist_dir: Any) -> tuple[Any, Any, Any]:
     """A regression run's checkpoint, architecture and data split (one-line errors for a run
     that is not one)."""
-    from thermonet import config as cfgmod
-    from thermonet import registry
-    from thermonet.config import parse_toml
-    from thermonet.data import load_configured
-    from thermonet.io.checkpoint import read_checkpoint
+    rec = open_run(run_dir)
+    arch, split = _regression_parts(rec, mnist_dir)
+    return rec.checkpoint, arch, split
 
-    ck = read_checkpoint(run_dir)
-    cfg = cfgmod.resolve(parse_toml(ck.config_toml), warn_legacy=False)
-    if cfg["data"]["name"] == "none":
-        raise PlotError(f"{run_dir} has no data; --kind predictive and errors are for regression "
-                        "runs")
-    arch = registry.get_architecture(cfg["architecture"]["name"],
-                                     **{k: v for k, v in cfg["architecture"].items()
-                                        if k != "name"})
-    split = load_configured(cfg["data"], cfg["run"]["seed"], mnist_dir=mnist_dir)
+
+def _regression_parts(rec: RunRecord, mnist_dir: Any) -> tuple[Any, Any]:
+    if rec.data_name == "none":
+        raise PlotError(f"{rec.path} has no data; --kind predictive and errors are for "
+                        "regression runs")
+    arch, split = rec.architecture(), rec.data(mnist_dir)
     if split.train.task != "regression" or not hasattr(arch, "predict"):
-        raise PlotError(f"{run_dir} is a {split.train.task} run; --kind predictive and errors "
+        raise PlotError(f"{rec.path} is a {split.train.task} run; --kind predictive and errors "
                         "draw regression runs (real-valued targets)")
-    return ck, arch, split
+    return arch, split
 
 
 def _input_units(dataset: Any, x: np.ndarray) -> np.ndarray:
@@ -91,30 +88,6 @@ def _input_units(dataset: Any, x: np.ndarray) -> np.ndarray:
     if not st:
         return x
     return x * np.asarray(st["x_std"]) + np.asarray(st["x_mean"])
-
-
-def mixture_quantiles(f: np.ndarray, sd: np.ndarray, quantiles: tuple[float, float],
-                      *, iterations: int = 80) -> np.ndarray:
-    """Quantiles of the equal-weight mixture of normals N(f[s], sd[s]^2) over the first axis.
-
-    ``f`` (S, ...) means, ``sd`` broadcastable to it (positive). Returns (2, ...): the points
-    where ``mean_s Phi((x - f_s) / sd_s)`` equals each quantile, by bisection on the whole
-    array at once (the mixture CDF is increasing; 80 halvings of a bracket 16 sd wide leave an
-    error below 1e-20 of it)."""
-    from scipy.special import ndtr
-
-    sd = np.broadcast_to(sd, f.shape)
-    out = []
-    for q in quantiles:
-        lo = (f - 8.0 * sd).min(axis=0)
-        hi = (f + 8.0 * sd).max(axis=0)
-        for _ in range(iterations):
-            mid = 0.5 * (lo + hi)
-            below = ndtr((mid[None] - f) / sd).mean(axis=0) < q
-            lo = np.where(below, mid, lo)
-            hi = np.where(below, hi, mid)
-        out.append(0.5 * (lo + hi))
-    return np.stack(out)
 
 
 def _band(arch: Any, thetas: np.ndarray, x: np.ndarray, dataset: Any,
@@ -133,22 +106,17 @@ def _band(arch: Any, thetas: np.ndarray, x: np.ndarray, dataset: Any,
     return f.mean(axis=0), lo, hi
 
 
-def noise_levels(run_dir: PathLike, tr: dict[str, np.ndarray], arch: Any, split: Any,
-                 slot: int, iterations: np.ndarray, temperature: float) -> np.ndarray:
+def noise_levels(rec: RunRecord, arch: Any, split: Any, slot: int,
+                 iterations: np.ndarray) -> np.ndarray:
     """The noise standard deviation (model units) of the stored networks at ``iterations`` of
-    ``slot``: ``sqrt(T / tau)`` with tau from the run's trace ``tr`` (``hyper_k``, recorded by
-    ``hmc-gibbs`` with an unknown noise level) or the architecture's known ``noise_std``."""
-    known = getattr(arch, "noise_std", None)
-    if known is not None:
-        return np.full(len(iterations), float(known) * np.sqrt(temperature))
-    names = arch.hyper_model(split.train.y.size).names() if hasattr(arch, "hyper_model") else []
-    if "noise" not in names or "hyper_k" not in tr:
-        raise PlotError(f"{run_dir} recorded no noise level (run it with sampler hmc-gibbs and "
-                        "an unknown noise, or give the architecture noise_std); draw the band "
-                        "without --noise")
-    rows = np.searchsorted(np.asarray(tr["iteration"]), iterations)
-    tau = np.asarray(tr["hyper_k"])[rows, slot, names.index("noise")]
-    return np.sqrt(temperature / tau)
+    ``slot`` (:meth:`RunRecord.noise_sd <thermonet.analysis.run_record.RunRecord.noise_sd>`),
+    or a one-line error when the run recorded none."""
+    sd = rec.noise_sd(slot, iterations, split.train, arch)
+    if sd is None:
+        raise PlotError(f"{rec.path} recorded no noise level (run it with sampler hmc-gibbs "
+                        "and an unknown noise, or give the architecture noise_std); draw the "
+                        "band without --noise")
+    return sd
 
 
 def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
@@ -158,28 +126,23 @@ def predictive_numbers(run_dir: PathLike, *, discard: float | None = None,
     ``temperature`` after discarding the first ``discard`` of the iterations (default: the
     run's ``run.discard``), on the test set and along one slice per input; with ``noise``, the
     band of a new observation (:func:`noise_levels`)."""
-    from thermonet.analysis.samples import SampleStore
     from thermonet.data import to_original_units
 
     if not 0.0 <= quantiles[0] < quantiles[1] <= 1.0:
         raise PlotError(f"quantiles {quantiles}; expected 0 <= lower < upper <= 1")
-    info, tr = read_run_trace(run_dir)
-    _, arch, split = regression_model(run_dir, mnist_dir)
-    n = tr["iteration"].shape[0]
-    start = first_kept(n, info.discard if discard is None else discard)
-    k = int(np.argmin(np.abs(np.log(info.temperatures) - np.log(temperature))))
-    first = int(tr["iteration"][start])
-    store = SampleStore(info.path, info.run_uuid, info.iterations)
-    thetas = store.slot(k, first)
+    if discard is not None:
+        first_kept(0, discard)       # a bad fraction is a plotting error
+    rec = open_run(run_dir, discard=discard)
+    arch, split = _regression_parts(rec, mnist_dir)
+    k = int(np.argmin(np.abs(np.log(rec.temperatures) - np.log(temperature))))
+    thetas = rec.samples(slot=k)
     if thetas.shape[0] == 0:
         raise PlotError(f"{run_dir} has no stored networks after the discarded part; set "
                         "run.sample_every and run longer, or lower --discard")
-    its = store.iterations[(store.iterations >= first) & (store.iterations <= info.iterations)]
-    sd = noise_levels(run_dir, tr, arch, split, k, its, float(info.temperatures[k])) \
-        if noise else None
+    sd = noise_levels(rec, arch, split, k, rec.sample_iterations()) if noise else None
     mean, lo, hi = _band(arch, thetas, split.test.x, split.test, quantiles, sd)
     out = PredictiveNumbers(to_original_units(split.test, split.test.y)[1], mean, lo, hi,
-                            int(thetas.shape[0]), float(info.temperatures[k]), quantiles,
+                            int(thetas.shape[0]), float(rec.temperatures[k]), quantiles,
                             noise)
     x_tr = split.train.x
     for j in range(min(x_tr.shape[1], MAX_SLICES)):

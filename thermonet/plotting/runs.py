@@ -12,12 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.config import parse_toml
+from thermonet.analysis.run_record import RunRecord, open_run
+from thermonet.analysis.run_record import first_kept as record_first_kept
 from thermonet.errors import PlotError
-from thermonet.io.checkpoint import read_checkpoint
-from thermonet.io.trace import read_trace
 from thermonet.plotting.figure import PathLike
-from thermonet.tempering.ladder import trajectories_from_settings
 
 
 @dataclass(frozen=True)
@@ -58,42 +56,37 @@ class RunInfo:
 
 def run_info(run_dir: PathLike) -> RunInfo:
     """Read a run directory's checkpoint and configuration (one-line error if it is none)."""
-    path = Path(run_dir)
-    ck = read_checkpoint(path)
-    cfg = parse_toml(ck.config_toml)
-    sampler = cfg.get("sampler", {})
+    return info_of(open_run(run_dir))
+
+
+def info_of(rec: RunRecord) -> RunInfo:
+    """What a figure title says about an opened run."""
     return RunInfo(
-        path=path, name=path.resolve().name,
-        architecture=str(cfg.get("architecture", {}).get("name", "?")),
-        data=str(cfg.get("data", {}).get("name", "?")),
-        iterations=int(ck.iteration),
-        temperatures=np.asarray(ck.temperatures, dtype=np.float64),
-        n_trajectories=trajectories_from_settings(cfg.get("ladder", sampler),
-                                                  ck.temperatures),
-        discard=float(cfg.get("run", {}).get("discard", 0.2)),
-        run_uuid=ck.run_uuid,
+        path=rec.path, name=rec.path.resolve().name,
+        architecture=rec.architecture_name,
+        data=str(rec.config.get("data", {}).get("name", "?")),
+        iterations=rec.iterations,
+        temperatures=np.array(rec.temperatures),
+        n_trajectories=rec.n_trajectories,
+        discard=rec.discard,
+        run_uuid=rec.run_uuid,
     )
 
 
 def read_run_trace(run_dir: PathLike) -> tuple[RunInfo, dict[str, np.ndarray]]:
-    """The run's identity and its whole trace, read through the storage layer."""
-    info = run_info(run_dir)
-    tr = read_trace(run_dir, run_uuid=info.run_uuid)
-    if "iteration" in tr:
-        # rows beyond the checkpoint (left by a crash; trimmed on resume) are not the run's
-        keep = np.asarray(tr["iteration"]) <= info.iterations
-        tr = {k: np.asarray(v)[keep] for k, v in tr.items()}
-    if "iteration" not in tr or tr["iteration"].shape[0] == 0:
+    """The run's identity and its whole trace (through :func:`thermonet.open_run`)."""
+    rec = open_run(run_dir)
+    if rec.n_recorded == 0:
         raise PlotError(f"{run_dir} has no recorded iterations yet (iteration "
-                        f"{info.iterations}); continue it with `thermonet resume {run_dir}`")
-    return info, tr
+                        f"{rec.iterations}); continue it with `thermonet resume {run_dir}`")
+    return info_of(rec), {k: np.array(v) for k, v in rec.trace.items()}
 
 
 def first_kept(n: int, discard: float) -> int:
     """Index of the first iteration kept after discarding the fraction ``discard``."""
     if not 0.0 <= discard < 1.0:
         raise PlotError(f"discard = {discard!r}; expected a fraction in [0, 1)")
-    return int(np.floor(discard * n))
+    return record_first_kept(n, discard)
 
 
 def as_run_list(run_dirs: PathLike | Sequence[PathLike]) -> list[PathLike]:
