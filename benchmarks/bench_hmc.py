@@ -718,7 +718,7 @@ def worker_memory(args) -> dict:
         ru_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
         # what the run holds, from the objects themselves
-        rex = run.c.sampler
+        rex = run.c.engine
         k = rex.n_slots
         d = rex.potential.n_params
         seen: set[int] = set()

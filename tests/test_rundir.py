@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.test_runner import GAUSS, _assert_same, _tree
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main
+from thermonet.io import checkpoint as ckpt
 from thermonet.io.atomic import TEMP_SUFFIX, temp_path
 from thermonet.io.digest import sign
 from thermonet.io.lock import LOCK_NAME, DirLock, RunLockedError

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.analysis import round_trips
 from thermonet.cli import main
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError, ThermonetError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 from thermonet.io.atomic import TEMP_SUFFIX
 from thermonet.runner import Run, detach_log
 
@@ -105,7 +106,7 @@ def _invoke(*args):
 def _tree(run_dir: Path) -> dict:
     """Everything a run directory holds, for bitwise comparison."""
     ck = ckpt.read_checkpoint(run_dir)
-    tr = ckpt.read_trace(run_dir, samples=True)
+    tr = iotrace.read_trace(run_dir, samples=True)
     return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
             "slots": ck.slots, "trace": tr}
 
@@ -328,7 +329,7 @@ def test_corrupt_or_foreign_checkpoints_get_clear_errors(gauss_cfg, tmp_path, da
     res = _invoke("resume", out)
     assert res.exit_code == 1 and match in res.output
     assert len(res.output.strip().splitlines()) == 1
-    assert len(ckpt.list_segments(out)) == 1                  # nothing saved was removed
+    assert len(iotrace.list_segments(out)) == 1                  # nothing saved was removed
 
 
 def test_newer_format_version_is_refused(gauss_cfg, tmp_path):
@@ -352,7 +353,7 @@ def test_info_json_matches_the_trace(gauss_cfg, tmp_path):
     for key in ("iterations", "temperatures", "acceptance", "dt", "mean_energy",
                 "swap_acceptance", "round_trips"):
         assert key in s
-    tr = ckpt.read_trace(out)
+    tr = iotrace.read_trace(out)
     assert s["iterations"] == 12 and len(s["temperatures"]) == 4
     start = int(0.2 * 12)
     np.testing.assert_allclose(s["mean_energy"], tr["energy_k"][start:].mean(0))

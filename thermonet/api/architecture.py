@@ -157,7 +157,7 @@ class Architecture(abc.ABC):
         hidden units (see :class:`UnitSymmetry`), or None (the default) when none are known.
 
         The evidence workflow counts the copies of a basin these maps produce
-        (``thermonet.evidence.symmetry``). Return only maps that leave both the outputs and
+        (``thermonet.evidence.basins.symmetry``). Return only maps that leave both the outputs and
         the prior unchanged.
         """
         return None

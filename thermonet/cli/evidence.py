@@ -38,7 +38,7 @@ def _json_safe(obj: Any) -> Any:
 
 def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
     """``evidence.method = "mackay"``: MacKay's framework for every model of the config."""
-    from thermonet.evidence.mackay_models import (
+    from thermonet.evidence.mackay.models import (
         best_line,
         format_classifiers,
         progress_line,

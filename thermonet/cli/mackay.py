@@ -76,7 +76,7 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: s
       thermonet mackay --hidden 1-10 --restarts 3 --plot mackay.png
       thermonet mackay --arch M1,M3 --data D500 --restarts 1 --out m1m3.json
     """
-    from thermonet.evidence.mackay_sweep import (
+    from thermonet.evidence.mackay.sweep import (
         format_table,
         mackay_sweep,
         parse_hidden,
@@ -144,7 +144,7 @@ def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, rest
                  as_json: bool, quiet: bool) -> None:
     """``--arch``: classifiers compared by their evidence."""
     from thermonet.errors import ConfigError
-    from thermonet.evidence.mackay_models import (
+    from thermonet.evidence.mackay.models import (
         best_line,
         compare_classifiers,
         format_classifiers,

@@ -22,7 +22,7 @@ network has an exact, compiled one at any depth: a closed form for one hidden la
 (:mod:`thermonet.kernels.mlp_hessian`); ``hessian_method="fd"`` asks for central
 differences of the gradient instead.
 
-A classifier (:mod:`thermonet.evidence.mackay_classify`) has no ``half_sse`` and no noise
+A classifier (:mod:`thermonet.evidence.mackay.classify`) has no ``half_sse`` and no noise
 level: its ``likelihood_energy`` is the cross-entropy ``-ln p(D|w)``, which then plays the part
 of ``E_D`` in the best-fit likelihood.
 
@@ -78,9 +78,9 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.curvature import resolve_method
-from thermonet.evidence.factorised import METHODS, Factorised
-from thermonet.evidence.mackay_level1 import level1
+from thermonet.evidence.laplace.curvature import resolve_method
+from thermonet.evidence.mackay.factorised import METHODS, Factorised
+from thermonet.evidence.mackay.level1 import level1
 from thermonet.types import FloatArray, IntArray
 
 __all__ = ["MacKayResult", "evaluate_at", "jacobian", "log_symmetry_factor",
@@ -199,15 +199,16 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
     max_step : float
         Largest change of any ``ln alpha_c``/``ln beta`` in one cycle.
     hessian_method : {"auto", "fd", "analytic", "rop"}
-        The Hessian ``A`` (:func:`thermonet.evidence.curvature.hessian`): "auto" takes the
+        The Hessian ``A`` (:func:`thermonet.evidence.laplace.curvature.hessian`): "auto" takes the
         potential's exact one (``mlp-regression``: the compiled closed form, "analytic", for
         one hidden layer, the R-operator, "rop", for more), "fd" central differences of the
         gradient.
     factorisation : {"auto", "eigh", "cholesky", "slq"}
-        How ``A`` is factorised (:func:`thermonet.evidence.factorised.factorise`; "auto":
+        How ``A`` is factorised (:func:`thermonet.evidence.mackay.factorised.factorise`; "auto":
         the eigendecomposition up to 4,000 parameters, the Cholesky factor above; "slq":
         never formed, ``ln det A`` and the group traces of ``A^-1`` estimated from
-        Hessian-vector products, :mod:`thermonet.evidence.slq`; no error bars on outputs).
+        Hessian-vector products, :mod:`thermonet.evidence.mackay.stochastic`; no error bars on
+        outputs).
     on_cycle : callable, optional
         Called with each cycle's record (``history``) as it ends: progress on long work.
     """
