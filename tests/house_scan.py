@@ -206,7 +206,7 @@ def mapped_modules(doc: Path) -> set[str]:
     """The modules the map of docs/architecture.md names ("What lives where"), as paths below
     thermonet/. In the map a line whose first word ends in ``/`` opens that folder (relative to
     the folder opened at a smaller indent); each ``name.py`` after it is a module of the
-    folder open at that point."""
+    folder open at that point, and a folder names its ``__init__.py``."""
     text = doc.read_text(encoding="utf-8")
     start = text.index("## What lives where")
     block = text[text.index("```", start) + 3:]
@@ -227,6 +227,7 @@ def mapped_modules(doc: Path) -> set[str]:
         if first.endswith("/"):
             parent = opened[-1][1] if opened else ""
             opened.append((indent, parent + first))
+            found.add(parent + first + "__init__.py")       # a folder names its package
             words = words[1:]
         folder = opened[-1][1] if opened else ""
         for word in words:

@@ -34,7 +34,6 @@ of the draws on its own threads and the results are gathered on every rank.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import math
 import threading
@@ -47,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from thermonet.api import Architecture, Minimiser
+from thermonet.api.minimiser import accepts_callback
 from thermonet.errors import ConfigError
 from thermonet.evaluation import classification_error
 from thermonet.parallel import LOCAL, World
@@ -262,13 +262,6 @@ def _check_count(name: str, value: Any, minimum: int, fix: str) -> int:
     return int(value)
 
 
-def _accepts_callback(minimiser: Any) -> bool:
-    try:
-        return "callback" in inspect.signature(minimiser.minimise).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _resolve_minimiser(minimiser: Minimiser | str | None) -> Minimiser:
     if minimiser is None:
         return default_minimiser()
@@ -359,7 +352,7 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     # step (for minimisers that take a callback, as the built-ins do)
     stop = threading.Event()
     extra: dict[str, Any] = {}
-    if _accepts_callback(mini):
+    if accepts_callback(mini):
         extra["callback"] = lambda *_: stop.is_set()
 
     def potentials() -> tuple[Any, Any]:

@@ -28,7 +28,7 @@ COMMANDS: dict[str, str] = {
     "compare": "thermonet.cli.compare:compare",
     "export": "thermonet.cli.export:export",
     "minimise": "thermonet.cli.minimise:minimise",
-    "baseline": "thermonet.cli.minimise:baseline",
+    "baseline": "thermonet.cli.baseline:baseline",
     "evidence": "thermonet.cli.evidence:evidence",
     "anneal": "thermonet.cli.anneal:anneal",
     "plot": "thermonet.cli.plot:plot",
