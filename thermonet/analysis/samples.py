@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -77,7 +78,6 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
     if any(getattr(d, "task", None) == "regression" for d in (train, test) if d is not None):
         return evaluate_regression(arch, th, train=train, test=test, predictive=predictive)
     n_s = th.shape[0]
-    nan_s = np.full(n_s, np.nan)
     pot_train = arch.potential(train) if train is not None and len(train.y) else None
     pot_test = arch.potential(test) if test is not None and len(test.y) else None
     local = threading.local()
@@ -110,6 +110,22 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
         return err_tr, e_te, err_te, logp
 
     ex = executor_in(LOCAL if world is None else world, max(1, int(workers)))
+    err_tr_s, e_te_s, err_te_s, acc = _in_sample_order(ex, one, n_s)
+    pe = perr = math.nan
+    if acc is not None and test is not None:
+        log_pbar = acc - math.log(n_s)
+        y = np.asarray(test.y)
+        pe = float(-np.sum(log_pbar[np.arange(y.size), y]))
+        perr = float(np.mean(np.argmax(log_pbar, axis=1) != y))
+    return SampleEvaluation(err_tr_s, e_te_s, err_te_s, pe, perr)
+
+
+def _in_sample_order(ex: Any, one: Callable[[int], tuple[float, float, float, Any]], n_s: int
+                     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None]:
+    """``one(s)`` for every sample on the executor ``ex`` (closed at the end), in chunks: the
+    three per-sample columns, and the log of the summed class probabilities accumulated in
+    sample order (None without any)."""
+    nan_s = np.full(n_s, np.nan)
     err_tr_s, e_te_s, err_te_s = nan_s.copy(), nan_s.copy(), nan_s.copy()
     acc: FloatArray | None = None
     chunk = 2 * ex.n_workers
@@ -125,13 +141,7 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
         close = getattr(ex, "close", None)
         if close is not None:
             close()
-    pe = perr = math.nan
-    if acc is not None and test is not None:
-        log_pbar = acc - math.log(n_s)
-        y = np.asarray(test.y)
-        pe = float(-np.sum(log_pbar[np.arange(y.size), y]))
-        perr = float(np.mean(np.argmax(log_pbar, axis=1) != y))
-    return SampleEvaluation(err_tr_s, e_te_s, err_te_s, pe, perr)
+    return err_tr_s, e_te_s, err_te_s, acc
 
 
 def squared_error(f: FloatArray, y: FloatArray) -> float:

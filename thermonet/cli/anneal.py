@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,13 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))
         return
+    _print(summary, n_total, err, out)
+
+
+def _print(summary: dict[str, Any], n_total: int, err: Callable[[Any], str], out: Path) -> None:
+    """The anneal's summary as text."""
+    from thermonet.annealing import ANNEAL_H5
+
     b = summary["best"]
     click.echo(f"stopped        {summary['stop_reason']} ({summary['n_temperatures_done']} of "
                f"{n_total} temperatures, {summary['elapsed_s']:.1f} s wall, "

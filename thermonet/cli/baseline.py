@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import click
 
@@ -106,10 +107,8 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     Under MPI each rank minimises a contiguous block of the draws; rank 0 alone prints and
     writes --out, and the result is bitwise the one-process result.
     """
-    import numpy as np
-
     from thermonet import parallel
-    from thermonet.baseline import BASELINE_RMIN_SETTINGS, standard_optimisation
+    from thermonet.baseline import standard_optimisation
     from thermonet.data import load_data
     from thermonet.io.atomic import write_npy
     from thermonet.io.outputs import check_output
@@ -125,12 +124,7 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
         job.on_root(lambda: check_output(checked))   # before the minimisations (hours)
     arch = (get_architecture(arch_name) if prior_scale is None
             else get_architecture(arch_name, prior_scale=prior_scale))
-    settings = minimiser_settings(sets, minimiser_name)
-    if minimiser_name == "rmin":
-        settings = {**BASELINE_RMIN_SETTINGS, **settings}
-    from thermonet import registry
-
-    mini = registry.load("minimiser", minimiser_name)(**settings)
+    mini = _minimiser(minimiser_name, sets)
     split = load_data(data_name, test=test_kind, mnist_dir=mnist_dir)
 
     line = ProgressLine(is_quiet(ctx) or not job.is_root)
@@ -167,15 +161,21 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))
         return
-    s = summary
+    _print(res, summary, arch.name, out_path)
+
+
+def _print(res: Any, summary: dict[str, Any], arch_name: str, out_path: str | None) -> None:
+    """The baseline's result as text."""
+    import numpy as np
+
     if res.energy_threshold is None:
         rule = f"the {res.n_keep} lowest E(D|w)"
     else:
         rule = f"E(D|w) < {res.energy_threshold:g}" + (
             f", first {res.n_keep}" if res.n_keep else "")
-    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(s["reasons"].items()))
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary["reasons"].items()))
     steps = res.n_steps
-    click.echo(f"architecture   {arch.name}, minimiser {res.minimiser}")
+    click.echo(f"architecture   {arch_name}, minimiser {res.minimiser}")
     click.echo(f"data           {res.train_set} ({res.n_train}), test {res.test_set} "
                f"({res.n_test}, {res.test_kind})")
     click.echo(f"draws          {res.n_draws} (seed {res.seed}); stopped by {reasons}")
@@ -190,3 +190,14 @@ def baseline(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
         click.echo("test energy    n/a (no minimum kept: raise --draws or --set max_steps)")
     if out_path is not None:
         click.echo(f"saved          {out_path} ({res.n_kept} minima)")
+
+
+def _minimiser(name: str, sets: tuple[str, ...]) -> Any:
+    """The minimiser ``name`` with the baseline's RMin settings (for rmin) under ``--set``."""
+    from thermonet import registry
+    from thermonet.baseline import BASELINE_RMIN_SETTINGS
+
+    settings = minimiser_settings(sets, name)
+    if name == "rmin":
+        settings = {**BASELINE_RMIN_SETTINGS, **settings}
+    return registry.load("minimiser", name)(**settings)

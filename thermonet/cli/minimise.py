@@ -49,12 +49,9 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
         thermonet minimise --arch M3 --data D500 --set max_steps=30000 --out w.npy
         thermonet minimise --arch M3 --data D500 --minimiser fire --set grad_tol=1e-5 --out w.npy
     """
-    import numpy as np
-
     from thermonet.data import load_data
     from thermonet.errors import ConfigError
     from thermonet.evaluation import evaluate
-    from thermonet.params import load_params
     from thermonet.priors import BoxPrior
     from thermonet.registry import get_architecture
 
@@ -65,13 +62,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
         raise ConfigError(f"--seed {seed}; expected a non-negative integer")
     arch = get_architecture(arch_name)
     mini = build_minimiser(minimiser_name, sets)
-    if init_path is not None:
-        theta0 = load_params(init_path, arch.n_params, index=index)
-        start = str(init_path)
-    else:
-        child = np.random.SeedSequence(seed).spawn(draw_index + 1)[draw_index]
-        theta0 = arch.initial_draw(np.random.default_rng(child))
-        start = f"standard initialisation, seed {seed}, draw {draw_index}"
+    theta0, start = _starting_point(arch, seed, draw_index, init_path, index)
     split = load_data(data_name, test=test_kind, mnist_dir=mnist_dir)
     prior = BoxPrior.for_architecture(arch, prior_scale)
     potential = arch.potential(split.train)
@@ -112,12 +103,36 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
         return
-    click.echo(f"minimiser      {mini.name} ({start})")
-    click.echo(f"stopped        {result.reason} after {result.n_steps} steps "
-               f"({result.n_grad_evals} gradients, {seconds:.2f} s)")
-    click.echo(f"train energy   {fmt(result.energy)}  "
+    _print(out, ev)
+    if result.reason == "step budget" and not is_quiet(ctx):
+        click.echo("hint: the step budget ran out; raise it with --set max_steps=N "
+                   "(M3 on D500 needs ~1e4 steps)", err=True)
+
+
+def _starting_point(arch: Any, seed: int, draw_index: int, init_path: str | None,
+                    index: int | None) -> tuple[Any, str]:
+    """The starting parameters (row ``index`` of ``init_path``, else draw ``draw_index`` of
+    the standard initialisation from ``seed``) and how to describe them."""
+    import numpy as np
+
+    from thermonet.params import load_params
+
+    if init_path is not None:
+        return load_params(init_path, arch.n_params, index=index), str(init_path)
+    child = np.random.SeedSequence(seed).spawn(draw_index + 1)[draw_index]
+    theta0 = arch.initial_draw(np.random.default_rng(child))
+    return theta0, f"standard initialisation, seed {seed}, draw {draw_index}"
+
+
+def _print(out: dict[str, Any], ev: dict[str, Any]) -> None:
+    """The result of ``thermonet minimise`` as text (``out`` is its JSON record, ``ev`` the
+    evaluation at the minimum)."""
+    click.echo(f"minimiser      {out['minimiser']} ({out['start']})")
+    click.echo(f"stopped        {out['reason']} after {out['n_steps']} steps "
+               f"({out['n_grad_evals']} gradients, {out['seconds']:.2f} s)")
+    click.echo(f"train energy   {fmt(out['energy'])}  "
                f"({fmt(ev['train_energy_per_point'])} per point, {ev['train_set']})")
-    click.echo(f"max |dE/dw|    {fmt(result.max_abs_grad)}")
+    click.echo(f"max |dE/dw|    {fmt(out['max_abs_grad'])}")
     click.echo(f"test energy    {fmt(ev['test_energy'])}  "
                f"({fmt(ev['test_energy_per_point'])} per point, {ev['test_set']}, "
                f"{ev['test_kind']})")
@@ -125,10 +140,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
     click.echo(f"test error     {100 * ev['test_error']:.2f}%")
     box = "yes" if ev["in_prior_box"] else f"no ({ev['n_outside_prior_box']} outside)"
     click.echo(f"in prior box   {box}")
-    click.echo(f"saved          {out_path}")
-    if result.reason == "step budget" and not is_quiet(ctx):
-        click.echo("hint: the step budget ran out; raise it with --set max_steps=N "
-                   "(M3 on D500 needs ~1e4 steps)", err=True)
+    click.echo(f"saved          {out['out']}")
 
 
 def _check_params_out(path: str) -> None:

@@ -212,10 +212,6 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
            *, bound: str = "scaled", box_width: float | None = None,
            column_block: int = DEFAULT_COLUMN_BLOCK, threads: int | None = None,
            eig_threads: int = 1) -> tuple[float, float]:
-    import scipy.linalg
-
-    from thermonet.kernels import threads as kt
-
     if bound not in _BOUNDS:
         raise ConfigError(f"bound = {bound!r}; expected one of {_BOUNDS}")
     t0 = time.perf_counter()
@@ -248,16 +244,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         # diag(σ) H diag(σ): the Hessian in the box's own units y_j = w_j / σ_j
         h *= sigma[:, None]
         h *= sigma[None, :]
-    with kt.limit(1, blas_threads=max(1, int(eig_threads))):
-        if h.shape[0] == 0:
-            lam, u = np.zeros(0), np.zeros((0, 0))
-        # h is exactly symmetric: its transpose is the Fortran-ordered array LAPACK works on
-        # in place (no copy of the d x d matrix)
-        elif want_vectors:
-            lam, u = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr")
-        else:
-            lam = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr",
-                                    eigvals_only=True)
+    lam, u = _eigh(h, want_vectors, eig_threads)
     del h
     t2 = time.perf_counter()
     details["eigh_s"] = t2 - t1
@@ -269,6 +256,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         log_w: FloatArray | float = 0.0          # the unit cube is 1 wide along every axis
         log_units = float(np.sum(np.log(sigma)))
     elif want_vectors:
+        assert u is not None
         widths = np.abs(u).T @ sigma if u.size else np.zeros(0)
         del u
         log_w = np.log(widths)
@@ -293,6 +281,28 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         "log_integral_unbounded": unbounded_value,   # -E0/T added by the caller
     })
     return log_flat + log_units + float(np.sum(phi)), 0.0
+
+
+def _eigh(h: FloatArray, want_vectors: bool, eig_threads: int
+          ) -> tuple[FloatArray, FloatArray | None]:
+    """Eigenvalues (and with ``want_vectors`` eigenvectors) of the symmetric ``h``, which is
+    overwritten, on ``eig_threads`` BLAS threads."""
+    import scipy.linalg
+
+    from thermonet.kernels import threads as kt
+
+    u = None
+    with kt.limit(1, blas_threads=max(1, int(eig_threads))):
+        if h.shape[0] == 0:
+            lam, u = np.zeros(0), np.zeros((0, 0))
+        # h is exactly symmetric: its transpose is the Fortran-ordered array LAPACK works on
+        # in place (no copy of the d x d matrix)
+        elif want_vectors:
+            lam, u = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr")
+        else:
+            lam = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr",
+                                    eigvals_only=True)
+    return lam, u
 
 
 def _zero_rows(h: FloatArray, step: int = 256) -> BoolArray:
