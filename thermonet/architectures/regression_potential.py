@@ -28,13 +28,15 @@ class RegressionArchitecture(Protocol):
     """What the potential reads of its architecture
     (:class:`~thermonet.architectures.regression.RegressionMLP`)."""
 
-    name: str
     widths: Any
     act: int
     kernel: str
     noise_std: float | None
     hierarchical: bool
     scaled: bool
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def n_params(self) -> int: ...
