@@ -1,4 +1,4 @@
-"""Run a configuration: build every component from the registry, sample, checkpoint, resume.
+"""The runner: a configuration built, sampled, checkpointed and resumed in a run directory.
 
 run.py (:class:`Run`: create, open and advance a run directory; :func:`run`), components.py
 (build, initial state, resume configuration), initialisation.py (a run's first state),
