@@ -35,7 +35,7 @@ Everything below is measured in ONE run, and every ratio comes from that run:
    (embedded), ladder 1e-2..1e2, n_trajectories = 1, L = 100, dt = 1e-3 for every slot (no
    adaptation), with ``workers=2`` against ``workers=1`` and against 16 sequential
    single-replica ``HMC.step`` calls (the same 16 samplers, one after the other). ``RE step``
-   is ``ReplicaExchangeHMC.step`` called directly, as the API documents; ``RE step, BLAS capped
+   is ``ReplicaExchange.step`` called directly, as the API documents; ``RE step, BLAS capped
    by caller`` is the same call inside ``thermonet.kernels.threads.blas_single()`` in the
    calling thread, as ``thermonet.runner.Run.run`` does. Target: >= 1.8x on 2 cores.
 
@@ -395,21 +395,22 @@ def setup_rehmc(args):
     from thermonet.data import load_dataset
     from thermonet.kernels import threads
     from thermonet.priors import BoxPrior
-    from thermonet.samplers.rehmc import ReplicaExchangeHMC
+    from thermonet.samplers.hmc import HMC
+    from thermonet.tempering import Ladder, ReplicaExchange, make_scheme
 
     arch = M3()
     prior = BoxPrior.for_architecture(arch)
     data = load_dataset(RE_DATA)
     pot = arch.potential(data)
     k = RE_REPLICAS
-    rex = ReplicaExchangeHMC(pot, prior=prior, t_min=1e-2, t_max=1e2, n_temperatures=k,
-                             n_trajectories=args.re_traj,
-                             inner={"n_leapfrog": args.re_L, "step_size": DT},
-                             workers=args.re_workers)
+    rex = ReplicaExchange(HMC, pot, Ladder.geometric(1e-2, 1e2, k), prior=prior,
+                          n_trajectories=args.re_traj,
+                          sampler_config=HMC.Config(n_leapfrog=args.re_L, step_size=DT),
+                          swap=make_scheme("random-pairs"), workers=args.re_workers)
     rng = np.random.default_rng(3)
     theta_kp = np.stack([arch.initial_draw(rng) for _ in range(k)])
     box = {"state": rex.init(theta_kp)}
-    streams = rex.make_streams(2024, k)
+    streams = rex.make_streams(2024)
     stats = {}
 
     def make(key, capped):
@@ -718,7 +719,7 @@ def worker_memory(args) -> dict:
         ru_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
         # what the run holds, from the objects themselves
-        rex = run.c.sampler
+        rex = run.c.engine
         k = rex.n_slots
         d = rex.potential.n_params
         seen: set[int] = set()
@@ -1127,7 +1128,7 @@ def main(argv=None) -> int:
                   f"back to back, median over {n_rep} repetitions):")
             print(f"  BLAS capped by the caller, as thermonet.runner: {x_cap:.2f}x  "
                   f"{'MET' if x_cap >= 1.8 else 'NOT MET'} (target >= 1.8x)")
-            print(f"  ReplicaExchangeHMC.step called directly:        {x_api:.2f}x  "
+            print(f"  ReplicaExchange.step called directly:           {x_api:.2f}x  "
                   f"{'MET' if x_api >= 1.8 else 'NOT MET'}")
         if bound:
             print(f"  machine bound: two independent single-replica processes (one per core) "

@@ -5,12 +5,12 @@ its factorisation, Cholesky against the eigendecomposition.
 For M(1) and/or M(3) on D500 (cross-entropy plus a Gaussian prior of precision 1 per layer, at
 one random parameter vector of scale 0.1 shifted to positive definiteness by adding 10^3 to
 the diagonal, so that both factorisations apply): the exact Hessian (the R-operator,
-``curvature.hessian``), then ``thermonet.evidence.factorised.factorise`` with "cholesky" (the
+``curvature.hessian``), then ``thermonet.evidence.mackay.factorised.factorise`` with "cholesky" (the
 factor, and ``diag(A^-1)`` by LAPACK dpotri: all the framework needs per cycle) and with
 "eigh" (the eigendecomposition; ``--no-eigh`` skips it: several minutes for M(3)). Prints
 seconds on all cores, the ratio, and the largest relative difference of ``ln det A`` and
 ``diag(A^-1)`` between the two. Then the matrix-free path (``factorisation = "slq"``,
-:mod:`thermonet.evidence.slq`) on the same ``A`` through R-operator products: its seconds,
+:mod:`thermonet.evidence.mackay.stochastic`) on the same ``A`` through R-operator products: its seconds,
 products per probe, and its ``ln det A`` and per-layer ``Tr_c(A^-1)`` against the Cholesky
 values in units of its own standard errors. Usage::
 
@@ -39,9 +39,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from thermonet.data import load_data
-    from thermonet.evidence.factorised import factorise
-    from thermonet.evidence.mackay_classify import GaussianPriorClassifier
-    from thermonet.evidence.mackay_models import layer_groups
+    from thermonet.evidence.mackay.factorised import factorise
+    from thermonet.evidence.mackay.classify import GaussianPriorClassifier
+    from thermonet.evidence.mackay.models import layer_groups
     from thermonet.registry import get_architecture
 
     v = versions()
@@ -96,7 +96,7 @@ def main() -> int:
 
 def _slq(pot, theta, args, chol, d_c, groups, name) -> str:
     """One row of the SLQ table."""
-    from thermonet.evidence.slq import stochastic_factorise
+    from thermonet.evidence.mackay.stochastic import stochastic_factorise
 
     shift = args.shift
 

@@ -44,8 +44,8 @@ def main() -> int:
 
     from thermonet.architectures.regression import RegressionMLP
     from thermonet.data import load_data
-    from thermonet.evidence.curvature import hessian
-    from thermonet.evidence.mackay import mackay_evidence
+    from thermonet.evidence.laplace.curvature import hessian
+    from thermonet.evidence.mackay.framework import mackay_evidence
 
     v = versions()
     flags = cpu_flags()

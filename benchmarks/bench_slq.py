@@ -30,11 +30,11 @@ def main() -> int:
     args = ap.parse_args()
 
     from thermonet.data import load_data
-    from thermonet.evidence.factorised import factorise
-    from thermonet.evidence.mackay import evaluate_at
-    from thermonet.evidence.mackay_classify import GaussianPriorClassifier
-    from thermonet.evidence.mackay_models import layer_groups
-    from thermonet.evidence.slq import stochastic_factorise
+    from thermonet.evidence.mackay.factorised import factorise
+    from thermonet.evidence.mackay.framework import evaluate_at
+    from thermonet.evidence.mackay.classify import GaussianPriorClassifier
+    from thermonet.evidence.mackay.models import layer_groups
+    from thermonet.evidence.mackay.stochastic import stochastic_factorise
     from thermonet.registry import get_architecture
 
     v = versions()

@@ -13,7 +13,7 @@ What is measured, all in this one process (BLAS capped at one thread, Numba at o
 
    * ``raw grad``: L calls of ``potential.energy_and_grad`` from Python (the reference cost);
    * ``base traj``: the MLP's own compiled trajectory (what TI uses at λ = 0);
-   * ``bridge traj (compiled)``: :class:`thermonet.evidence.ti.BridgePotential` at λ = 0.5,
+   * ``bridge traj (compiled)``: :class:`thermonet.evidence.ti.integration.BridgePotential` at λ = 0.5,
      which runs :func:`thermonet.kernels.bridge.mlp_bridge_trajectory`;
    * ``bridge traj (Python)``: the same bridge through the generic
      ``thermonet.api.Potential.trajectory`` (one ``energy_and_grad`` call per step).
@@ -82,7 +82,7 @@ def main() -> int:
     numba.set_num_threads(1)
     import thermonet as tn
     from thermonet.api import Potential
-    from thermonet.evidence.ti import (
+    from thermonet.evidence.ti.integration import (
         BridgePotential,
         Reference,
         TIConfig,

@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 from thermonet.analysis.free_energy import free_energies
-from thermonet.evidence.census import census
-from thermonet.evidence.ti import TIConfig, repeat_ti
+from thermonet.evidence.basins.census import census
+from thermonet.evidence.ti.integration import TIConfig, repeat_ti
 from thermonet.priors import BoxPrior
 from thermonet.samplers.hmc import HMC
 from thermonet.tempering import DeterministicEvenOdd, Ladder, ReplicaExchange

@@ -84,7 +84,7 @@ out, names = sys.argv[1], sys.argv[2:]
 for name in names:
     cols = {}
     try:   # the frozen ladder, exactly (info prints 4 digits)
-        from thermonet.checkpoint import read_checkpoint
+        from thermonet.io.checkpoint import read_checkpoint
         cols["temperatures"] = [np.asarray(read_checkpoint(f"runs/{name}").temperatures)]
     except Exception as err:
         print(name, "no checkpoint:", err)

@@ -8,7 +8,7 @@ A 256-H-10 ``mlp`` (tanh hidden units, softmax outputs) with a Gaussian prior pe
 weights and per layer's biases, all at the fixed weight decay ``--alpha`` (re-estimation
 does not converge on these data: docs/evidence.md), ``w_MP`` by L-BFGS and Newton steps on
 the Gauss-Newton curvature (Cholesky), then HMC at the same ``alpha``
-(:func:`thermonet.evidence.mackay_hmc.sampled_class_probabilities`, seed 1, started at
+(:func:`thermonet.evidence.mackay.hmc.sampled_class_probabilities`, seed 1, started at
 ``w_MP``). On the first ``--n-test`` test images: mean and largest ``|Delta p|`` against HMC
 (also in HMC standard errors) of MacKay's moderated outputs ("probit"), the linearised
 Gaussian's Monte-Carlo average ("mc") and the plain softmax at ``w_MP``, and every
@@ -24,9 +24,9 @@ import time
 import numpy as np
 
 from thermonet.data import load_data
-from thermonet.evidence.mackay import evaluate_at
-from thermonet.evidence.mackay_classify import GaussianPriorClassifier, moderated_outputs
-from thermonet.evidence.mackay_hmc import sampled_class_probabilities
+from thermonet.evidence.mackay.framework import evaluate_at
+from thermonet.evidence.mackay.classify import GaussianPriorClassifier, moderated_outputs
+from thermonet.evidence.mackay.hmc import sampled_class_probabilities
 from thermonet.registry import get_architecture
 
 

@@ -4,7 +4,7 @@
 
 For each number of tanh hidden units: MacKay's framework from seed 0 (re-estimated alpha_c,
 beta), then 4000 HMC transitions of the posterior at those hyperparameters
-(:func:`thermonet.evidence.mackay_hmc.sampled_predictive`, seed 1) and, over the 200 test
+(:func:`thermonet.evidence.mackay.hmc.sampled_predictive`, seed 1) and, over the 200 test
 inputs, the difference of the predictive means in HMC standard errors, the ratio of the
 parameter parts of the predictive variances, the ratio of the total predictive standard
 deviations and the test squared error of both predictive means.
@@ -19,8 +19,8 @@ import numpy as np
 
 from thermonet.architectures.regression import RegressionMLP
 from thermonet.data import load_data
-from thermonet.evidence.mackay import mackay_evidence, predictive
-from thermonet.evidence.mackay_hmc import sampled_predictive
+from thermonet.evidence.mackay.framework import mackay_evidence, predictive
+from thermonet.evidence.mackay.hmc import sampled_predictive
 
 
 def main(widths: list[int]) -> int:

@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from thermonet.data import load_data
-from thermonet.evidence.mackay import evaluate_at, log_symmetry_factor
-from thermonet.evidence.mackay_classify import GaussianPriorClassifier
-from thermonet.evidence.mackay_models import layer_groups
+from thermonet.evidence.mackay.framework import evaluate_at, log_symmetry_factor
+from thermonet.evidence.mackay.classify import GaussianPriorClassifier
+from thermonet.evidence.mackay.models import layer_groups
 from thermonet.registry import get_architecture
 
 

@@ -29,7 +29,7 @@ from thermonet.api.hyper import GammaPrior
 from thermonet.architectures.regression import RegressionMLP
 from thermonet.config.schema import parse_toml
 from thermonet.data import load_data
-from thermonet.evidence.mackay import evaluate_at, log_symmetry_factor, mackay_evidence
+from thermonet.evidence.mackay.framework import evaluate_at, log_symmetry_factor, mackay_evidence
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
 

@@ -5,7 +5,7 @@ networks (docs/evidence.md, docs/results.md).
 
 For each number of tanh hidden units: MacKay's framework from seed 0 (re-estimated alpha_c,
 beta; the sweep's settings), then the integral behind its eq. (7) at those hyperparameters by
-thermodynamic integration around the same w_MP (:func:`thermonet.evidence.mackay_ti.
+thermodynamic integration around the same w_MP (:func:`thermonet.evidence.mackay.versus_ti.
 ti_cross_check`, seeds 1, 2, ...), and the difference in TI standard errors. Both are the
 evidence of the one basin; the symmetry term is left out of both.
 """
@@ -19,9 +19,9 @@ import numpy as np
 
 from thermonet.architectures.regression import RegressionMLP
 from thermonet.data import load_data
-from thermonet.evidence.mackay import mackay_evidence
-from thermonet.evidence.mackay_ti import ti_cross_check
-from thermonet.evidence.ti_config import TIConfig
+from thermonet.evidence.mackay.framework import mackay_evidence
+from thermonet.evidence.mackay.versus_ti import ti_cross_check
+from thermonet.evidence.ti.config import TIConfig
 
 
 def main() -> int:

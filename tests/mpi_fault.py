@@ -34,7 +34,7 @@ if __name__ == "__main__":
     if where == "slot":
         HMC.step = on_rank_1(HMC.step, n, FloatingPointError("injected in a slot on rank 1"))
     elif where == "ti":
-        from thermonet.evidence import ti
+        from thermonet.evidence.ti import integration as ti
 
         ti.thermodynamic_integration = on_rank_1(ti.thermodynamic_integration, n,
                                                  FloatingPointError("injected in TI on rank 1"))

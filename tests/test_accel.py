@@ -391,7 +391,8 @@ retune_iterations = 2
 
 @pytest.mark.slow
 def test_a_jax_run_resumes_bit_for_bit(tmp_path):
-    from thermonet import checkpoint as ckpt
+    from thermonet.io import checkpoint as ckpt
+    from thermonet.io import trace as iotrace
     from thermonet.runner import Run, detach_log
 
     p = tmp_path / "c.toml"
@@ -408,7 +409,7 @@ def test_a_jax_run_resumes_bit_for_bit(tmp_path):
     assert ca.rng_states == cb.rng_states
     for key in ca.slots:
         assert np.array_equal(ca.slots[key], cb.slots[key]), key
-    ta, tb = ckpt.read_trace(a, samples=True), ckpt.read_trace(b, samples=True)
+    ta, tb = iotrace.read_trace(a, samples=True), iotrace.read_trace(b, samples=True)
     for key in ta:
         assert np.array_equal(ta[key], tb[key]), key
     assert ta["energy_k"].shape == (8, 5)

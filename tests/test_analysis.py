@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from tests import reference as ref
-from thermonet import checkpoint as ckpt
 from thermonet.analysis import (
     PAIR_COLUMNS,
     TABLE_COLUMNS,
@@ -33,6 +32,8 @@ from thermonet.analysis import (
 )
 from thermonet.cli import main
 from thermonet.errors import CheckpointError, ConfigError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 
 
 def ar1(rng: np.random.Generator, n: int, mean: float, var: float, phi: float) -> np.ndarray:
@@ -304,7 +305,7 @@ def synthetic_run(tmp_path_factory):
                 "step_size_k": list(step[lo:hi]), "swap_attempted_k": list(attempted[lo:hi]),
                 "swap_accepted_k": list(swapped[lo:hi]), "replica_k": list(replica[lo:hi])}
         samples = [(i, np.full((3, p), float(i))) for i in its if i % samples_every == 0]
-        ckpt.write_segment(d, uuid, rows, samples)
+        iotrace.write_segment(d, uuid, rows, samples)
     ck = ckpt.Checkpoint(iteration=n, run_uuid=uuid, config_toml=SYNTH_TOML.format(n=n),
                          config_sources={}, plugins={}, rng_states=[],
                          slots={"theta": np.zeros((3, p)), "energy": energy[-1],
@@ -397,7 +398,7 @@ def write_frozen_run(d: Path, temps: list[float], n: int) -> None:
             "n_accepted_k": [np.ones(k, int)] * n, "n_divergent_k": [np.zeros(k, int)] * n,
             "step_size_k": [np.full(k, 0.1)] * n, "swap_attempted_k": [np.ones(k - 1, int)] * n,
             "swap_accepted_k": [np.zeros(k - 1, int)] * n, "replica_k": [np.arange(k)] * n}
-    ckpt.write_segment(d, "u", rows, [])
+    iotrace.write_segment(d, "u", rows, [])
     ckpt.write_checkpoint(d, ckpt.Checkpoint(
         iteration=n, run_uuid="u", config_toml=SYNTH_TOML.format(n=n), config_sources={},
         plugins={}, rng_states=[], slots={"step_size": np.full(k, 0.1)},
@@ -521,7 +522,7 @@ def test_analyse_cli_end_to_end(small_run, tmp_path):
     assert a.table["n_samples"].tolist() == [5] * 4
     # the test columns are the means over the stored samples of tn.evaluate's numbers
     arch, split = get_architecture("M1"), load_data("D50", test="official")
-    tr = ckpt.read_trace(small_run, samples=True)
+    tr = iotrace.read_trace(small_run, samples=True)
     keep = np.isin(tr["samples_iteration"], [4, 6, 8, 10, 12])
     for k in (0, 3):
         evs = [tn.evaluate(arch, split, th) for th in tr["samples_theta"][keep, k]]
@@ -596,7 +597,7 @@ def test_run_without_samples(tmp_path):
     finally:
         detach_log()
     a = analyse(tmp_path / "run")
-    tr = ckpt.read_trace(tmp_path / "run")
+    tr = iotrace.read_trace(tmp_path / "run")
     assert np.allclose(a.table["train_energy_per_point"], tr["energy_k"][1:].mean(axis=0) / 50,
                        rtol=1e-13)
     assert np.isnan(a.table["test_error"]).all() and a.table["n_samples"].tolist() == [0] * 4

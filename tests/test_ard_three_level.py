@@ -131,8 +131,8 @@ def test_runs_resume_bit_for_bit(tmp_path, extra):
     """A run with the top level (or the scale factors, or both) in its state resumes bit for
     bit, and the top level moved (its slice update ran)."""
     from tests.test_regression_runner import ARM, _assert_same, _tree
-    from thermonet import checkpoint as ckpt
     from thermonet import config as cfgmod
+    from thermonet.io import checkpoint as ckpt
     from thermonet.runner import Run, detach_log
 
     cfg_path = tmp_path / "arm.toml"

@@ -202,7 +202,7 @@ def test_missing_mkl_leaves_numpy_and_own_to_measure_under_auto(tmp_path):
 
 
 def test_checkpoint_records_the_backend(tmp_path):
-    from thermonet import checkpoint as ckpt
+    from thermonet.io import checkpoint as ckpt
 
     ck = ckpt.Checkpoint(iteration=0, run_uuid="u", config_toml="", config_sources={},
                          plugins={}, rng_states=[], slots={"theta": np.zeros((1, 2))},

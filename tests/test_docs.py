@@ -55,7 +55,7 @@ def test_relative_links_resolve(md):
 
 
 def test_baseline_config_keys_are_documented():
-    from thermonet.cli.minimise import BASELINE_KEYS
+    from thermonet.cli.baseline import BASELINE_KEYS
 
     text = (ROOT / "docs" / "minimisers.md").read_text(encoding="utf-8")
     for key in BASELINE_KEYS:

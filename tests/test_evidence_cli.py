@@ -237,7 +237,7 @@ def test_run_directory_holds_json_hdf5_and_every_run(exact_run):
 
 def test_rerun_of_a_finished_directory_recomputes_nothing(exact_run, monkeypatch):
     cfg, out, first = exact_run
-    from thermonet.evidence import ti
+    from thermonet.evidence.ti import integration as ti
 
     def boom(*a, **k):
         raise AssertionError("a finished TI was run again")
@@ -300,7 +300,7 @@ def test_resume_after_interruption_gives_the_same_numbers(tmp_path, monkeypatch)
     done = sorted(p.parent.name for p in (tmp_path / "cut").rglob("result.json"))
     assert len(done) == 3 and not (tmp_path / "cut" / "summary.json").exists()
     monkeypatch.setattr(evrun.Evidence, "_lambda_progress", real)
-    from thermonet.evidence import ti
+    from thermonet.evidence.ti import integration as ti
 
     n_ti = {"n": 0}
     real_ti = ti.thermodynamic_integration
@@ -456,7 +456,7 @@ def test_docs_name_every_config_key():
     """docs/evidence.md documents every key of every section (docs true to the code)."""
     import dataclasses
 
-    from thermonet.evidence.ti import TIConfig
+    from thermonet.evidence.ti.integration import TIConfig
 
     text = (SAMPLE_RUNS.parent / "docs" / "evidence.md").read_text()
     ref = text[text.index("## Configuration reference"):]
@@ -581,7 +581,7 @@ def test_evidence_method_mackay_is_macKays_framework_on_each_model(tmp_path):
     numbers of MacKay's classification framework called directly with the same settings
     and seeds (compare_classifiers, as `thermonet mackay --arch` does)."""
     from thermonet.architectures.mlp import MLP
-    from thermonet.evidence.mackay_models import compare_classifiers
+    from thermonet.evidence.mackay.models import compare_classifiers
 
     cfg = tmp_path / "mk.toml"
     cfg.write_text(MACKAY_CONFIG)

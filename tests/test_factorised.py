@@ -12,14 +12,14 @@ import pytest
 from tests.test_mackay import _exact_log_evidence, _problem
 from tests.test_mackay_classify import _softmax_data
 from thermonet.errors import ConfigError
-from thermonet.evidence import factorised
-from thermonet.evidence.factorised import factorise
-from thermonet.evidence.mackay import evaluate_at, predictive, reestimate
-from thermonet.evidence.mackay_classify import (
+from thermonet.evidence.mackay import factorised
+from thermonet.evidence.mackay.classify import (
     GaussianPriorClassifier,
     mackay_classifier,
     moderated_outputs,
 )
+from thermonet.evidence.mackay.factorised import factorise
+from thermonet.evidence.mackay.framework import evaluate_at, predictive, reestimate
 from thermonet.registry import get_architecture
 
 

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from tests.runs import TINY as GAUSS
 from tests.runs import assert_same, tree
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet import interrupt
 from thermonet.cli import main
+from thermonet.io import checkpoint as ckpt
 from thermonet.io import initialisation as initfile
 from thermonet.runner import Run, build, detach_log
 from thermonet.runner import initialisation as runinit

@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.runs import TINY as RUNNER_GAUSS
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main
 from thermonet.errors import CheckpointError, IntegrityError
+from thermonet.io import checkpoint as ckpt
 from thermonet.io import digest, trace
 from thermonet.runner import Run, detach_log
 

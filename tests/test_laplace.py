@@ -19,8 +19,8 @@ from thermonet.api import Potential
 from thermonet.architectures.mlp import MLP
 from thermonet.errors import ConfigError
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.curvature import hessian, hvp
-from thermonet.evidence.laplace import laplace_evidence, slq_trace
+from thermonet.evidence.laplace.approximation import laplace_evidence, slq_trace
+from thermonet.evidence.laplace.curvature import hessian, hvp
 from thermonet.priors import BoxPrior, GaussianPrior, PriorPotential
 from thermonet.testsystems import Gaussian
 

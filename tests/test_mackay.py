@@ -1,4 +1,4 @@
-"""MacKay's evidence framework (thermonet.evidence.mackay) against closed forms.
+"""MacKay's evidence framework (thermonet.evidence.mackay.framework) against closed forms.
 
 A linear-Gaussian model goes through the same code as the networks (the same potential
 interface; its Hessian by the same finite differences of the gradient, exact here up to
@@ -20,7 +20,7 @@ from thermonet.api import Potential
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel
 from thermonet.architectures.regression import RegressionMLP
 from thermonet.errors import ConfigError
-from thermonet.evidence.mackay import (
+from thermonet.evidence.mackay.framework import (
     evaluate_at,
     log_symmetry_factor,
     mackay_evidence,
@@ -241,7 +241,7 @@ def test_parse_hidden_and_the_command(tmp_path):
     from click.testing import CliRunner
 
     from thermonet.cli import main
-    from thermonet.evidence.mackay_sweep import parse_hidden
+    from thermonet.evidence.mackay.sweep import parse_hidden
 
     assert parse_hidden("1-3,5") == [1, 2, 3, 5]
     for bad in ("0-2", "a", ""):
@@ -286,7 +286,7 @@ def test_exact_and_difference_hessians_give_the_same_evidence():
 def test_hmc_predictive_equals_the_gaussian_one_for_a_linear_model():
     """For a model linear in its weights the posterior at fixed hyperparameters is exactly
     Gaussian: HMC's predictive moments must match the framework's within their MC errors."""
-    from thermonet.evidence.mackay_hmc import sampled_predictive
+    from thermonet.evidence.mackay.hmc import sampled_predictive
 
     pot = _problem(seed=5)
     r = reestimate(pot, np.zeros(pot.n_params), [1.0, 1.0, 1.0], tol=1e-8)
@@ -305,7 +305,7 @@ def test_hmc_predictive_equals_the_gaussian_one_for_a_linear_model():
 def test_sweep_plot_adds_a_zoom_panel_for_a_wide_evidence_range(tmp_path):
     from matplotlib.image import imread
 
-    from thermonet.evidence.mackay_sweep import SweepRow
+    from thermonet.evidence.mackay.sweep import SweepRow
     from thermonet.plotting.mackay import plot_mackay_sweep
 
     def row(h, ev, err, conv=True):
@@ -322,8 +322,8 @@ def test_sweep_plot_adds_a_zoom_panel_for_a_wide_evidence_range(tmp_path):
 def test_thermodynamic_integration_confirms_the_exact_gaussian_evidence():
     """On a linear-Gaussian model the framework's eq. (7) is exact, so TI of the same integral
     (with the prior's normalisation) must agree within its own error bar."""
-    from thermonet.evidence.mackay_ti import ti_cross_check
-    from thermonet.evidence.ti_config import TIConfig
+    from thermonet.evidence.mackay.versus_ti import ti_cross_check
+    from thermonet.evidence.ti.config import TIConfig
 
     pot = _problem()
     r = reestimate(pot, np.zeros(pot.n_params), [1.0, 1.0, 1.0], tol=1e-10)

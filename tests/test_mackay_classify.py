@@ -1,4 +1,4 @@
-"""MacKay's classification framework (thermonet.evidence.mackay_classify) against answers
+"""MacKay's classification framework (thermonet.evidence.mackay.classify) against answers
 computed independently: a two-parameter logistic regression, whose evidence integral is done
 by quadrature on a grid and whose logit is exactly Gaussian under the Gaussian posterior, and
 softmax networks of the ``mlp`` architecture (exact Hessians against differences of the
@@ -16,13 +16,13 @@ from scipy.special import expit, log_expit
 
 from thermonet.api import Potential
 from thermonet.errors import ConfigError
-from thermonet.evidence.curvature import hessian as dense_hessian
-from thermonet.evidence.mackay import evaluate_at, reestimate
-from thermonet.evidence.mackay_classify import (
+from thermonet.evidence.laplace.curvature import hessian as dense_hessian
+from thermonet.evidence.mackay.classify import (
     GaussianPriorClassifier,
     mackay_classifier,
     moderated_outputs,
 )
+from thermonet.evidence.mackay.framework import evaluate_at, reestimate
 from thermonet.registry import get_architecture
 
 
@@ -272,9 +272,9 @@ def _exact_predictive(data, alpha, xs, m=601):
 
 
 def test_hmc_class_probabilities_equal_the_exact_posterior_predictive():
-    """HMC's predictive (thermonet.evidence.mackay_hmc) against 2-D quadrature of the true
+    """HMC's predictive (thermonet.evidence.mackay.hmc) against 2-D quadrature of the true
     posterior, and the Gaussian approximation's measured error against both."""
-    from thermonet.evidence.mackay_hmc import sampled_class_probabilities
+    from thermonet.evidence.mackay.hmc import sampled_class_probabilities
 
     data = _two_class_line()
     arch = get_architecture("mlp", n_inputs=1, hidden=[], n_outputs=2)

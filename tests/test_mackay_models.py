@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from thermonet.cli import main
 from thermonet.data import load_data
 from thermonet.errors import ConfigError
-from thermonet.evidence.mackay_classify import mackay_classifier
-from thermonet.evidence.mackay_models import (
+from thermonet.evidence.mackay.classify import mackay_classifier
+from thermonet.evidence.mackay.models import (
     compare_classifiers,
     format_classifiers,
     layer_groups,
@@ -80,8 +80,8 @@ def test_bad_input_is_one_line():
 def test_the_command_prints_progress_the_table_and_keeps_the_rows(tmp_path, monkeypatch):
     import json
 
-    import thermonet.evidence.factorised as factorised
-    import thermonet.evidence.mackay_level1 as level1
+    import thermonet.evidence.mackay.factorised as factorised
+    import thermonet.evidence.mackay.level1 as level1
     import thermonet.registry as registry
 
     # the large-network path (L-BFGS, Cholesky) on a small network: fast, and what M1 runs

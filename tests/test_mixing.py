@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from thermonet import checkpoint as ckpt
 from thermonet.analysis import analyse, read_analysis, round_trips_per_replica
 from thermonet.analysis.compare import compare_runs
 from thermonet.analysis.mixing import (
@@ -29,6 +28,8 @@ from thermonet.analysis.mixing import (
 )
 from thermonet.cli import main
 from thermonet.errors import ConfigError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 from thermonet.io.trace import read_trace
 
 with warnings.catch_warnings():
@@ -197,7 +198,7 @@ def write_run(d, n: int, accepted: np.ndarray, replica: np.ndarray, temps: list[
             "step_size_k": [np.full(k, 0.1)] * n,
             "swap_attempted_k": [np.ones(k - 1, int)] * n,
             "swap_accepted_k": [np.ones(k - 1, int)] * n, "replica_k": list(replica)}
-    ckpt.write_segment(d, f"u{seed}", rows, [])
+    iotrace.write_segment(d, f"u{seed}", rows, [])
     toml = (f"[run]\nseed = {seed}\nn_iterations = {n}\ndiscard = 0.0\n[data]\nname = \"none\"\n"
             "[architecture]\nname = \"gaussian\"\n[ladder]\nn_trajectories = 1\n")
     ckpt.write_checkpoint(d, ckpt.Checkpoint(
@@ -483,7 +484,7 @@ adapt_method = "fixed"
         detach_log()
     c = compare_runs([tmp_path / "s1", tmp_path / "s2"])
     assert c["hyperparameters"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
-    h = [ckpt.read_trace(tmp_path / f"s{seed}")["hyper_k"][6:] for seed in (1, 2)]
+    h = [iotrace.read_trace(tmp_path / f"s{seed}")["hyper_k"][6:] for seed in (1, 2)]
     for j, name in enumerate(c["hyperparameters"]):
         d = chain_diagnostics(np.stack([1.0 / np.sqrt(x[:, :, j]) for x in h]))
         assert c[f"width:{name}"]["n_draws"] == 24

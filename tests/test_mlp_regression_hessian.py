@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from thermonet.architectures.regression import RegressionMLP
-from thermonet.evidence.curvature import hessian as dense_hessian
-from thermonet.evidence.curvature import resolve_method
+from thermonet.evidence.laplace.curvature import hessian as dense_hessian
+from thermonet.evidence.laplace.curvature import resolve_method
 from thermonet.kernels import mlp_regression_hessian as krh
 
 

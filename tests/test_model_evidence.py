@@ -19,8 +19,13 @@ from click.testing import CliRunner
 from thermonet.analysis.model_evidence import model_evidence, run_log_evidence
 from thermonet.cli import main
 from thermonet.errors import ConfigError
-from thermonet.evidence.census import census, distinct_basins, log_sum_exp, signature_distance
-from thermonet.evidence.ti import TIConfig, repeat_ti
+from thermonet.evidence.basins.census import (
+    census,
+    distinct_basins,
+    log_sum_exp,
+    signature_distance,
+)
+from thermonet.evidence.ti.integration import TIConfig, repeat_ti
 from thermonet.priors import BoxPrior
 from thermonet.runner import run as run_config
 from thermonet.testsystems import GaussianMixture
@@ -302,7 +307,7 @@ def test_the_census_and_global_sample_runs_are_valid():
 def test_a_bound_above_the_global_estimate_is_flagged():
     """Overlapping copies (the basin is the whole posterior, yet multiplied by |G|) put the
     'lower bound' above the global value: flagged, not reported as a fraction quietly."""
-    from thermonet.evidence.census import describe
+    from thermonet.evidence.basins.census import describe
 
     over = census([-98.0], [1.0], [None], 110.0, global_log_evidence=-98.6, global_error=0.3)
     assert over.exceeds_global and over.fraction > 1

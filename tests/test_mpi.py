@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet import parallel
 from thermonet.errors import ConfigError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 from thermonet.io.lock import DirLock, RunLockedError
 from thermonet.parallel import mpi
 from thermonet.runner import Run, detach_log
@@ -94,7 +95,7 @@ def _launch(mpiexec: str, n: int, args: list, *, script: list | None = None,
 def _tree(run_dir: Path) -> dict:
     ck = ckpt.read_checkpoint(run_dir)
     return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
-            "slots": ck.slots, "trace": ckpt.read_trace(run_dir, samples=True)}
+            "slots": ck.slots, "trace": iotrace.read_trace(run_dir, samples=True)}
 
 
 def _assert_same(a: dict, b: dict) -> None:

@@ -111,8 +111,8 @@ def test_the_workflows_file_names_match_their_constants():
     from thermonet.annealing.store import ANNEAL_H5, ANNEAL_JSON
     from thermonet.evidence.models import CONFIG_NAME
     from thermonet.evidence.run import RESULT_NAME
-    from thermonet.evidence.ti_pair import REFERENCE_FILE
-    from thermonet.evidence.ti_store import TI_CHECKPOINT
+    from thermonet.evidence.ti.pair import REFERENCE_FILE
+    from thermonet.evidence.ti.store import TI_CHECKPOINT
 
     for name in (CONFIG_NAME, RESULT_NAME, REFERENCE_FILE, TI_CHECKPOINT):
         assert name in outputs.EVIDENCE_FILES

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet import plotting
 from thermonet.cli import main
 from thermonet.errors import PlotError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 
 RUN = """
 [run]
@@ -118,7 +119,7 @@ def test_replica_slots_inverts_the_permutation():
 
 def test_replicas_per_slot(runs):
     run = runs["D50"]
-    tr = ckpt.read_trace(run)
+    tr = iotrace.read_trace(run)
     temps = ckpt.read_checkpoint(run).temperatures
     fig = plotting.plot_replicas(run)
     ax = fig.axes[0]
@@ -152,13 +153,13 @@ def test_rows_beyond_the_checkpoint_are_ignored(runs, tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(runs["D50"], run)
-    tr = ckpt.read_trace(run)
+    tr = iotrace.read_trace(run)
     ck = ckpt.read_checkpoint(run)
     rows = {k: list(v[:5]) for k, v in tr.items()}
     rows["iteration"] = list(tr["iteration"][:5] + 20)          # iterations 21..25
     rows["energy_k"] = list(tr["energy_k"][:5] + 1e3)
-    ckpt.write_segment(run, ck.run_uuid, rows, [])
-    assert ckpt.read_trace(run)["iteration"].shape == (25,)
+    iotrace.write_segment(run, ck.run_uuid, rows, [])
+    assert iotrace.read_trace(run)["iteration"].shape == (25,)
     for k, line in enumerate(plotting.plot_replicas(run).axes[0].get_lines()):
         np.testing.assert_array_equal(line.get_ydata(), tr["energy_k"][:, k])
     assert plotting.ladder_statistics(run)["slot_r"].shape == (20, K)
@@ -168,7 +169,7 @@ def test_replicas_per_replica(runs):
     from matplotlib.collections import LineCollection
 
     run = runs["D500"]
-    tr = ckpt.read_trace(run)
+    tr = iotrace.read_trace(run)
     temps = ckpt.read_checkpoint(run).temperatures
     fig = plotting.plot_replicas(run, follow="replica")
     ax = fig.axes[0]
@@ -193,7 +194,7 @@ def test_replicas_per_replica(runs):
 def test_replicas_log_scale_auto(runs):
     fig = plotting.plot_replicas(runs["D50"], yscale="log")
     assert fig.axes[0].get_yscale() == "log"
-    tr = ckpt.read_trace(runs["D500"])
+    tr = iotrace.read_trace(runs["D500"])
     e = tr["energy_k"]
     want = "log" if e.min() > 0 and e.max() / e.min() > 30 else "linear"
     assert plotting.plot_replicas(runs["D500"]).axes[0].get_yscale() == want
@@ -205,7 +206,7 @@ def test_ladder(runs, analyses):
     from thermonet.analysis import summarise
 
     run = runs["D500"]
-    tr = ckpt.read_trace(run)
+    tr = iotrace.read_trace(run)
     temps = ckpt.read_checkpoint(run).temperatures
     fig = plotting.plot_ladder(run)
     swap_ax, path_ax, dt_ax, acc_ax = fig.axes
@@ -365,7 +366,7 @@ def test_energy_lines_are_the_analysis_table(runs, analyses, tmp_path):
             np.testing.assert_array_equal(line.get_xdata(), tab["temperature"])
             np.testing.assert_array_equal(line.get_ydata(), tab[f"{part}_energy_per_point"])
         # the training energy per point is <E>/n over the kept 80% of the trace
-        tr = ckpt.read_trace(runs[data])
+        tr = iotrace.read_trace(runs[data])
         n_train = 50 if data == "D50" else 500
         np.testing.assert_allclose(_line(ax, f"{data} train").get_ydata(),
                                    tr["energy_k"][_kept(20)].mean(axis=0) / n_train,
@@ -476,7 +477,7 @@ def test_heat(runs, analyses):
     for line, data in zip(lines, ("D50", "D500"), strict=True):
         assert line.get_label() == data
         # Var(E)/T^2 over the kept iterations, by NumPy directly
-        tr = ckpt.read_trace(runs[data])
+        tr = iotrace.read_trace(runs[data])
         e = tr["energy_k"][_kept(20)]
         t = analyses[data].table["temperature"]
         np.testing.assert_allclose(line.get_ydata(), e.var(axis=0, ddof=1) / t**2, rtol=1e-12,
@@ -585,7 +586,7 @@ def single_chain(tmp_path_factory) -> Path:
 
 
 def test_single_chain_without_data(single_chain, tmp_path):
-    tr = ckpt.read_trace(single_chain)
+    tr = iotrace.read_trace(single_chain)
     (line,) = plotting.plot_replicas(single_chain).axes[0].get_lines()
     np.testing.assert_array_equal(line.get_ydata(), tr["energy_k"][:, 0])
     fig = plotting.plot_ladder(single_chain)

@@ -22,8 +22,8 @@ import pytest
 from thermonet import registry
 from thermonet.api import Sampler
 from thermonet.priors import BoxPrior
-from thermonet.samplers.rehmc import ReplicaExchangeHMC
 from thermonet.stats import batch_means
+from thermonet.tempering import Ladder, ReplicaExchange, make_scheme
 from thermonet.testsystems import Gaussian
 
 NAME = "thermonet_langevin.sd"
@@ -90,11 +90,13 @@ def test_inside_replica_exchange_on_a_gaussian(spec):
     slot has <E> = d T / 2 and equilibrium momenta <K> = d T / 2 (the exchanges hand momenta
     over rescaled by sqrt(T / T_donor)), and the swaps happen."""
     arch = Gaussian(n=3, stiffness=[1.0, 4.0, 9.0], prior_scale=40.0)
-    re = ReplicaExchangeHMC(arch.potential(), prior=BoxPrior.for_architecture(arch),
-                            temperatures=[0.25, 0.5, 1.0, 2.0], n_trajectories=5,
-                            sampler=NAME, inner={"step_size": 0.3, "persistence": 0.9})
-    assert all(type(s) is registry.load("sampler", NAME) for s in re.samplers)
-    streams = re.make_streams(20190410, re.n_slots)
+    cls = registry.load("sampler", NAME)
+    re = ReplicaExchange(cls, arch.potential(), Ladder.from_temperatures([0.25, 0.5, 1.0, 2.0]),
+                         prior=BoxPrior.for_architecture(arch), n_trajectories=5,
+                         sampler_config=cls.Config(step_size=0.3, persistence=0.9),
+                         swap=make_scheme("random-pairs"))
+    assert all(type(s) is cls for s in re.samplers)
+    streams = re.make_streams(20190410)
     st = re.init(np.zeros(3))
     st = re.adapt(st, streams, factor=0.5)
     e_k, k_k, swaps = [], [], 0
@@ -146,8 +148,9 @@ n_trajectories = 10
 def test_run_with_the_plugin_resumes_bit_for_bit(spec, tmp_path):
     """Through the runner (a TOML config naming ``thermonet_langevin.sd``): a run stopped at iteration 6
     and resumed to 12 equals a straight run, momenta included (they are part of the state)."""
-    from thermonet import checkpoint as ckpt
     from thermonet import config as cfgmod
+    from thermonet.io import checkpoint as ckpt
+    from thermonet.io import trace as iotrace
     from thermonet.runner import Run, detach_log
 
     cfg = tmp_path / "sd.toml"
@@ -166,7 +169,7 @@ def test_run_with_the_plugin_resumes_bit_for_bit(spec, tmp_path):
     for field in a.slots:
         assert np.array_equal(a.slots[field], b.slots[field]), field
     assert np.any(a.slots["momentum"] != 0)
-    ta, tb = ckpt.read_trace(straight, samples=True), ckpt.read_trace(half, samples=True)
+    ta, tb = iotrace.read_trace(straight, samples=True), iotrace.read_trace(half, samples=True)
     assert ta.keys() == tb.keys()
     for key in ta:
         assert np.array_equal(ta[key], tb[key]), key

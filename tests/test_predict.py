@@ -16,10 +16,10 @@ from scipy.stats import norm
 from tests import reference
 from tests.test_regression_plot import forward
 from tests.test_user_data import CFG, X, Y, write_csv
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main
 from thermonet.errors import ThermonetError
+from thermonet.io.trace import read_trace
 
 CLASSIFIER = """
 [run]
@@ -71,7 +71,7 @@ def cls_run(tmp_path_factory):
 
 
 def _kept_samples(run_dir, first_iteration, slot=0):
-    tr = ckpt.read_trace(run_dir, samples=True)
+    tr = read_trace(run_dir, samples=True)
     keep = tr["samples_iteration"] >= first_iteration
     return tr, tr["samples_iteration"][keep], tr["samples_theta"][keep][:, slot]
 

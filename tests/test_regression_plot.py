@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.test_user_data import CFG, X, Y, write_csv
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.errors import PlotError
+from thermonet.io import trace as iotrace
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_plotted_numbers_equal_numpy(run_dir):
     from thermonet.plotting import plot_predictive, predictive_numbers
 
     nums = predictive_numbers(run_dir)
-    tr = ckpt.read_trace(run_dir, samples=True)
+    tr = iotrace.read_trace(run_dir, samples=True)
     thetas = tr["samples_theta"][tr["samples_iteration"] >= 3][:, 0]   # discard 0.34 of 6
     assert nums.n_samples == len(thetas) == 4
     split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
@@ -98,7 +98,7 @@ def test_the_error_trace_equals_numpy_along_the_run(run_dir, tmp_path):
     from thermonet.plotting import error_trace, plot_errors
 
     nums = error_trace(run_dir)
-    tr = ckpt.read_trace(run_dir, samples=True)
+    tr = iotrace.read_trace(run_dir, samples=True)
     its, thetas = tr["samples_iteration"], tr["samples_theta"][:, 0]
     split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
                             standardise=True, seed=2)
@@ -163,7 +163,7 @@ def test_the_noise_band_is_the_mixture_of_each_samples_noise(run_dir, tmp_path):
 
     plain = predictive_numbers(run_dir)
     nums = predictive_numbers(run_dir, noise=True)
-    tr = ckpt.read_trace(run_dir, samples=True)
+    tr = iotrace.read_trace(run_dir, samples=True)
     kept = tr["samples_iteration"] >= 3
     thetas = tr["samples_theta"][kept][:, 0]
     rows = np.searchsorted(tr["iteration"], tr["samples_iteration"][kept])

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.cli import main
 from thermonet.errors import ThermonetError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 from thermonet.runner import Run, detach_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def arm_cfg(tmp_path):
 def _tree(run_dir: Path) -> dict:
     ck = ckpt.read_checkpoint(run_dir)
     return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
-            "slots": ck.slots, "trace": ckpt.read_trace(run_dir, samples=True)}
+            "slots": ck.slots, "trace": iotrace.read_trace(run_dir, samples=True)}
 
 
 def _assert_same(a: dict, b: dict) -> None:
@@ -114,7 +115,7 @@ def test_a_hierarchical_prior_rung_resumes_bit_for_bit(arm_cfg, tmp_path):
     _assert_same(_tree(straight), _tree(half))
     hyper = ckpt.read_checkpoint(straight).slots["hyper"]
     assert hyper.shape == (3, 4)                     # the prior rung holds drawn ones too
-    tr = ckpt.read_trace(straight)
+    tr = iotrace.read_trace(straight)
     assert np.all(np.isfinite(tr["swap_energy_k"]))
 
 
@@ -192,7 +193,7 @@ def test_analyse_reports_squared_errors_of_regression_runs(arm_cfg, tmp_path):
 
     a = read_analysis(out / "analysis.h5")
     split = load_data("robot-arm")
-    tr = ckpt.read_trace(out, samples=True)
+    tr = iotrace.read_trace(out, samples=True)
     keep = tr["samples_iteration"] >= 3                 # discard 0.25 of 8 iterations
     thetas = tr["samples_theta"][keep]
 
@@ -232,7 +233,7 @@ def test_analyse_reports_the_scale_factors_widths_from_the_samples(arm_cfg, tmp_
 
     hyp = analyse(out).meta["hyperparameters"]
     assert hyp["names"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
-    tr = ckpt.read_trace(out, samples=True)
+    tr = iotrace.read_trace(out, samples=True)
     keep = tr["samples_iteration"] >= 3                 # discard 0.25 of 8 iterations
     u = tr["samples_theta"][keep][:, :, 32:35]
     assert tr["samples_theta"].shape[2] == 35
@@ -254,7 +255,7 @@ def test_info_reports_the_hyperparameters_of_regression_runs(arm_cfg, tmp_path):
     Run.create(cfgmod.load(arm_cfg), out).run()
     detach_log()
     s = summarise(out)
-    h = ckpt.read_trace(out)["hyper_k"]
+    h = iotrace.read_trace(out)["hyper_k"]
     start = s["discarded_iterations"]
     assert s["hyperparameters"]["names"] == ["layer1.weight", "layer1.bias", "layer2.weight",
                                              "noise"]

@@ -17,7 +17,7 @@ import pytest
 
 from thermonet.architectures.mlp import MLP
 from thermonet.architectures.regression import RegressionMLP
-from thermonet.evidence.curvature import hessian, hvp, resolve_method
+from thermonet.evidence.laplace.curvature import hessian, hvp, resolve_method
 from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_hessian as krop
 from thermonet.kernels import mlp_regression_hessian as krh
@@ -181,7 +181,7 @@ def test_scale_factor_networks_keep_differences():
 
 def test_mackay_evidence_of_a_two_hidden_layer_robot_arm_network():
     from thermonet.data import load_data
-    from thermonet.evidence.mackay import evaluate_at, mackay_evidence
+    from thermonet.evidence.mackay.framework import evaluate_at, mackay_evidence
 
     split = load_data("robot-arm")
     arch = RegressionMLP(n_inputs=2, hidden=[4, 4], n_outputs=2)

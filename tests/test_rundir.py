@@ -19,8 +19,8 @@ import pytest
 
 from tests.runs import TINY as GAUSS
 from tests.runs import assert_same, invoke, one_error_line, tree
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
+from thermonet.io import checkpoint as ckpt
 from thermonet.io.atomic import TEMP_SUFFIX, temp_path
 from thermonet.io.digest import sign
 from thermonet.io.lock import LOCK_NAME, DirLock, RunLockedError

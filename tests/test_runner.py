@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from tests.runs import TINY, assert_same, invoke, tree
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.analysis import round_trips
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError, ThermonetError
+from thermonet.io import checkpoint as ckpt
+from thermonet.io import trace as iotrace
 from thermonet.io.atomic import TEMP_SUFFIX
 from thermonet.runner import Run, detach_log
 
@@ -276,7 +277,7 @@ def test_corrupt_or_foreign_checkpoints_get_clear_errors(gauss_cfg, tmp_path, da
     res = invoke("resume", out)
     assert res.exit_code == 1 and match in res.output
     assert len(res.output.strip().splitlines()) == 1
-    assert len(ckpt.list_segments(out)) == 1                  # nothing saved was removed
+    assert len(iotrace.list_segments(out)) == 1                  # nothing saved was removed
 
 
 def test_newer_format_version_is_refused(gauss_cfg, tmp_path):
@@ -300,7 +301,7 @@ def test_info_json_matches_the_trace(gauss_cfg, tmp_path):
     for key in ("iterations", "temperatures", "acceptance", "dt", "mean_energy",
                 "swap_acceptance", "round_trips"):
         assert key in s
-    tr = ckpt.read_trace(out)
+    tr = iotrace.read_trace(out)
     assert s["iterations"] == 12 and len(s["temperatures"]) == 4
     start = int(0.2 * 12)
     np.testing.assert_allclose(s["mean_energy"], tr["energy_k"][start:].mean(0))

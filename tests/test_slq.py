@@ -11,9 +11,9 @@ import pytest
 
 from tests.test_mackay_classify import _softmax_data
 from thermonet.errors import ConfigError
-from thermonet.evidence.mackay import evaluate_at
-from thermonet.evidence.mackay_classify import GaussianPriorClassifier, mackay_classifier
-from thermonet.evidence.slq import stochastic_factorise
+from thermonet.evidence.mackay.classify import GaussianPriorClassifier, mackay_classifier
+from thermonet.evidence.mackay.framework import evaluate_at
+from thermonet.evidence.mackay.stochastic import stochastic_factorise
 from thermonet.registry import get_architecture
 
 

@@ -13,7 +13,7 @@ import pytest
 from thermonet import registry
 from thermonet.api import Architecture
 from thermonet.evidence import report
-from thermonet.evidence import symmetry as sym
+from thermonet.evidence.basins import symmetry as sym
 
 LN40 = math.log(math.factorial(40))    # exact integer, then one rounding
 
@@ -258,7 +258,7 @@ def test_table_shows_the_column_and_the_basin_plus_copies_factor():
 @pytest.mark.parametrize("act", ["tanh", "logistic"])
 def test_agrees_with_the_mackay_symmetry_factor(act):
     """The MacKay evidence counts the same modes from (widths, activation) directly."""
-    from thermonet.evidence.mackay import log_symmetry_factor
+    from thermonet.evidence.mackay.framework import log_symmetry_factor
 
     arch = registry.get_architecture("mlp-regression", n_inputs=2, hidden=[5, 3], n_outputs=2,
                                      hidden_activation=act)

@@ -234,28 +234,3 @@ def test_replica_exchange_result_does_not_depend_on_workers(d50):
     assert sum(int(i.n_accepted_k.sum()) for i in ia) > 0
 
 
-# --- the deprecated sampler-style class ----------------------------------------------------------
-
-def test_deprecated_rehmc_class_is_the_engine_bit_for_bit():
-    from thermonet.samplers.rehmc import REHMCConfig, ReplicaExchangeHMC
-
-    np.testing.assert_allclose(REHMCConfig(n_temperatures=4, t_min=1.0, t_max=8.0).ladder(),
-                               [1, 2, 4, 8])
-    with pytest.raises(ConfigError, match="did you mean 'step_size'"):
-        ReplicaExchangeHMC(Gaussian(n=1).potential(), inner={"step_sise": 0.1})
-    arch = GaussianMixture(means=[[-2.0], [2.0]], widths=[0.5, 0.5], prior_scale=12.0)
-    pot, prior = arch.potential(), BoxPrior.for_architecture(arch)
-    old = ReplicaExchangeHMC(pot, prior=prior, t_min=0.5, t_max=8.0, n_temperatures=4,
-                             n_trajectories=2, inner={"n_leapfrog": 5, "step_size": 0.3})
-    new = ReplicaExchange(HMC, pot, Ladder.geometric(0.5, 8.0, 4), prior=prior,
-                          n_trajectories=2, sampler_config=HMC.Config(n_leapfrog=5,
-                                                                      step_size=0.3))
-    runs = []
-    for re, streams in ((old, old.make_streams(5, 4)), (new, new.make_streams(5))):
-        st = re.init(np.array([-2.0]))
-        for _ in range(20):
-            st, info = re.step(st, streams)
-        runs.append((st, info))
-    (a, ia), (b, ib) = runs
-    assert all(np.array_equal(x.theta, y.theta) for x, y in zip(a.slots, b.slots, strict=True))
-    assert all(np.array_equal(x, y) for x, y in zip(ia, ib, strict=True))

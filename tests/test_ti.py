@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate
 
 from thermonet.errors import CheckpointMismatchError, ConfigError
-from thermonet.evidence.ti import (
+from thermonet.evidence.ti.integration import (
     BridgePotential,
     Reference,
     TIConfig,
@@ -393,7 +393,7 @@ def test_ti_survives_a_kill_during_a_checkpoint_write(tmp_path):
 
     code = (
         "import numpy as np\n"
-        "from thermonet.evidence.ti import TIConfig, thermodynamic_integration\n"
+        "from thermonet.evidence.ti.integration import TIConfig, thermodynamic_integration\n"
         "from thermonet.priors import BoxPrior\n"
         "from thermonet.testsystems import Gaussian\n"
         "mu = np.array([0.5, -0.3])\n"
@@ -428,7 +428,7 @@ def test_reported_errors_match_the_scatter_of_independent_runs(sigma):
     """12 independent runs (fixed seeds) on a 2-D Gaussian: the mean squared deviation from the
     exact value in units of each run's reported error is about 1. The bounds [0.25, 2.5] hold
     for chi²/12 with probability ~0.99. Measured: 0.96 (box far) and 0.82 (box cuts); 1.64
-    and 1.12 with the earlier per-point error (thermonet.evidence.ti_errors); with
+    and 1.12 with the earlier per-point error (thermonet.evidence.ti.sweep_error); with
     fixed-length HMC without the dt jitter (L·dt near a period of the soft direction) the
     box-far case gives 28."""
     k, mu = [1.0, 4.0], np.array([0.5, -0.3])

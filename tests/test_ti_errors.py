@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import special
 
-from thermonet.evidence.ti import TIConfig, fit_reference, thermodynamic_integration
-from thermonet.evidence.ti_errors import sweep_error, sweep_variance
+from thermonet.evidence.ti.integration import TIConfig, fit_reference, thermodynamic_integration
+from thermonet.evidence.ti.sweep_error import sweep_error, sweep_variance
 from thermonet.priors import BoxPrior
 from thermonet.testsystems import Gaussian
 

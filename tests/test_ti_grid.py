@@ -12,8 +12,8 @@ import pytest
 from thermonet import registry
 from thermonet.errors import ConfigError
 from thermonet.evidence import config as evcfg
-from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti import TIConfig, thermodynamic_integration
+from thermonet.evidence.ti.integration import TIConfig, thermodynamic_integration
+from thermonet.evidence.ti.reference import Reference
 from thermonet.priors import BoxPrior
 from thermonet.testsystems import Gaussian
 

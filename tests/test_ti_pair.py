@@ -1,4 +1,4 @@
-"""TI in both directions (thermonet.evidence.ti_pair): the second law's bracket on a sweep that
+"""TI in both directions (thermonet.evidence.ti.pair): the second law's bracket on a sweep that
 lags, the midpoint's error bar against the scatter of independent runs, the halves against
 one-way runs, resume, the exact draw of the reference that starts a reverse sweep, and the
 option through ``thermonet evidence``."""
@@ -16,19 +16,19 @@ from scipy import stats
 
 from thermonet.errors import ConfigError
 from thermonet.evidence import EvidenceResult, bidirectional_ti
-from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti import (
+from thermonet.evidence.ti.integration import (
     TIConfig,
     fit_reference,
     repeat_ti,
     thermodynamic_integration,
     ti_streams,
 )
-from thermonet.evidence.ti_pair import (
+from thermonet.evidence.ti.pair import (
     REFERENCE_FILE,
     combine,
     reverse_seed,
 )
+from thermonet.evidence.ti.reference import Reference
 from thermonet.priors import BoxPrior
 from thermonet.testsystems import Gaussian
 

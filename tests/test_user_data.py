@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from thermonet import checkpoint as ckpt
 from thermonet import config as cfgmod
 from thermonet.data import load_file_split, to_original_units
 from thermonet.errors import ConfigError, DataError, ThermonetError
+from thermonet.io import trace as iotrace
 
 RNG = np.random.default_rng(11)
 X = RNG.normal(size=(40, 3)) * [1.0, 5.0, 0.1] + [0.0, 10.0, -2.0]
@@ -243,7 +243,7 @@ def test_run_and_analyse_a_csv_file_in_its_units(file_cfg, tmp_path):
     res = CliRunner().invoke(main, ["analyse", str(out)])
     assert res.exit_code == 0, res.output
     a = read_analysis(out / "analysis.h5")
-    tr = ckpt.read_trace(out, samples=True)
+    tr = iotrace.read_trace(out, samples=True)
     thetas = tr["samples_theta"][tr["samples_iteration"] >= 3][:, 0]
     split = load_file_split(tmp_path / "sub" / "d.csv", outputs=["u", "v"], standardise=True,
                             seed=2)

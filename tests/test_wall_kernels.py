@@ -20,7 +20,7 @@ import pytest
 from thermonet.api import Potential
 from thermonet.architectures.mlp import MLP
 from thermonet.architectures.regression import RegressionMLP
-from thermonet.evidence.ti import BridgePotential, Reference
+from thermonet.evidence.ti.integration import BridgePotential, Reference
 from thermonet.kernels import blas
 from thermonet.kernels import leapfrog as lf
 
@@ -144,7 +144,7 @@ def test_a_cold_reflecting_run_compiles_only_what_it_uses(tmp_path):
         ev.register("numba:compile", Names())
         import numpy as np
         from thermonet.architectures.mlp import MLP
-        from thermonet.evidence.ti import BridgePotential, Reference
+        from thermonet.evidence.ti.integration import BridgePotential, Reference
         from thermonet.kernels import leapfrog as lf
 
         arch = MLP(n_inputs=6, hidden=[5], n_outputs=3)

@@ -34,7 +34,6 @@ of the draws on its own threads and the results are gathered on every rank.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import math
 import threading
@@ -47,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from thermonet.api import Architecture, Minimiser
+from thermonet.api.minimiser import accepts_callback
 from thermonet.errors import ConfigError
 from thermonet.evaluation import classification_error
 from thermonet.parallel import LOCAL, World
@@ -262,13 +262,6 @@ def _check_count(name: str, value: Any, minimum: int, fix: str) -> int:
     return int(value)
 
 
-def _accepts_callback(minimiser: Any) -> bool:
-    try:
-        return "callback" in inspect.signature(minimiser.minimise).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _resolve_minimiser(minimiser: Minimiser | str | None) -> Minimiser:
     if minimiser is None:
         return default_minimiser()
@@ -327,6 +320,22 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     -------
     BaselineResult
     """
+    n_draws, n_keep, energy_threshold, workers = _checked(n_draws, n_keep, energy_threshold,
+                                                          workers, seed)
+    mini = _resolve_minimiser(minimiser)
+    job = LOCAL if world is None else world
+    if len(split.test.y) == 0:
+        raise ConfigError("the test set is empty; expected test images to evaluate the minima on")
+    children = np.random.SeedSequence(int(seed)).spawn(n_draws)
+    results = _minimise_draws(arch, split, mini, children, workers=workers, progress=progress,
+                              keep_params=keep_params, job=job)
+    return _result(arch, split, mini, results, n_keep=n_keep, energy_threshold=energy_threshold,
+                   keep_params=keep_params, seed=seed)
+
+
+def _checked(n_draws: Any, n_keep: Any, energy_threshold: Any, workers: Any, seed: Any
+             ) -> tuple[int, int | None, float | None, int]:
+    """The arguments of :func:`standard_optimisation` checked, as numbers."""
     n_draws = _check_count("n_draws", n_draws, 1, "Pass the number of initial draws, e.g. 100.")
     if n_keep is not None:
         n_keep = _check_count("n_keep", n_keep, 1, "Pass a positive number, or None to keep "
@@ -343,15 +352,17 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     workers = _check_count("workers", workers, 1, "Use 1 for serial runs.")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"seed = {seed!r}; expected a non-negative integer")
-    mini = _resolve_minimiser(minimiser)
-    job = LOCAL if world is None else world
-    train, test = split.train, split.test
-    n_train, n_test = len(train.y), len(test.y)
-    if n_test == 0:
-        raise ConfigError("the test set is empty; expected test images to evaluate the minima on")
-    prior = BoxPrior.for_architecture(arch)
-    children = np.random.SeedSequence(int(seed)).spawn(n_draws)
+    return n_draws, n_keep, energy_threshold, workers
 
+
+def _minimise_draws(arch: Architecture, split: Any, mini: Minimiser, children: list[Any], *,
+                    workers: int, progress: Callable[[int, int], Any] | None,
+                    keep_params: bool, job: World) -> list[_Draw]:
+    """Every draw minimised and evaluated, the draws shared among the processes of ``job``
+    and each process's block among ``workers`` threads; in draw order."""
+    train, test = split.train, split.test
+    n_test = len(test.y)
+    prior = BoxPrior.for_architecture(arch)
     train_pot = arch.potential(train)
     test_pot = arch.potential(test)
     local = threading.local()
@@ -359,7 +370,7 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
     # step (for minimisers that take a callback, as the built-ins do)
     stop = threading.Event()
     extra: dict[str, Any] = {}
-    if _accepts_callback(mini):
+    if accepts_callback(mini):
         extra["callback"] = lambda *_: stop.is_set()
 
     def potentials() -> tuple[Any, Any]:
@@ -382,31 +393,45 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
 
     def run_block(block: list[int]) -> list[_Draw]:
         """The draws ``block`` on this process's threads, in order."""
-        out: dict[int, _Draw] = {}
         report = progress if job.is_root else None    # under MPI rank 0 reports its share
-        if workers == 1:
-            for done, i in enumerate(block, 1):
-                out[i] = one(i)
+        return _on_threads(one, block, workers, report, stop)
+
+    return job.share(run_block, range(len(children)))
+
+
+def _on_threads(one: Callable[[int], _Draw], block: list[int], workers: int,
+                report: Callable[[int, int], Any] | None, stop: threading.Event
+                ) -> list[_Draw]:
+    """``one(i)`` for every ``i`` of ``block`` on ``workers`` threads, reporting each finished
+    draw; on an error the others are cancelled and ``stop`` set. In the order of ``block``."""
+    out: dict[int, _Draw] = {}
+    if workers == 1:
+        for done, i in enumerate(block, 1):
+            out[i] = one(i)
+            if report is not None:
+                report(done, len(block))
+        return [out[i] for i in block]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="baseline") as pool:
+        futures = [pool.submit(one, i) for i in block]
+        try:
+            for done, fut in enumerate(as_completed(futures), 1):
+                draw = fut.result()
+                out[draw.draw_index] = draw
                 if report is not None:
                     report(done, len(block))
-            return [out[i] for i in block]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="baseline") as pool:
-            futures = [pool.submit(one, i) for i in block]
-            try:
-                for done, fut in enumerate(as_completed(futures), 1):
-                    draw = fut.result()
-                    out[draw.draw_index] = draw
-                    if report is not None:
-                        report(done, len(block))
-            except BaseException:
-                stop.set()
-                for fut in futures:
-                    fut.cancel()
-                raise
-        return [out[i] for i in block]
+        except BaseException:
+            stop.set()
+            for fut in futures:
+                fut.cancel()
+            raise
+    return [out[i] for i in block]
 
-    results = job.share(run_block, range(n_draws))
 
+def _result(arch: Architecture, split: Any, mini: Minimiser, results: list[_Draw], *,
+            n_keep: int | None, energy_threshold: float | None, keep_params: bool, seed: int
+            ) -> BaselineResult:
+    """The minima kept, their means and the per-draw arrays as a :class:`BaselineResult`."""
+    train, test = split.train, split.test
     train_energy = np.array([r.train_energy for r in results], dtype=np.float64)
     test_e = np.array([r.test_energy_per_point for r in results], dtype=np.float64)
     test_err = np.array([r.test_error for r in results], dtype=np.float64)
@@ -416,7 +441,7 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
                 else (ZERO_ENERGY_THRESHOLD if energy_threshold is None else energy_threshold))
     if thr_used is not None and n_kept < (n_keep or 1):
         logger.warning("only %d of %d minimisations reached E(D|w) < %g%s; raise the number of "
-                       "draws or the minimiser's max_steps", n_kept, n_draws, thr_used,
+                       "draws or the minimiser's max_steps", n_kept, len(results), thr_used,
                        f" (wanted {n_keep})" if n_keep else "")
     e_mean, e_sem = _mean_sem(test_e[kept])
     r_mean, r_sem = _mean_sem(test_err[kept])
@@ -444,7 +469,7 @@ def standard_optimisation(arch: Architecture, split: Any, *, n_draws: int,
         train_set=str(getattr(train, "name", "train")),
         test_set=str(getattr(test, "name", "test")),
         test_kind=str(getattr(split, "test_kind", "unknown")),
-        n_train=n_train, n_test=n_test, seed=int(seed),
+        n_train=len(train.y), n_test=len(test.y), seed=int(seed),
         minimiser=str(getattr(mini, "name", type(mini).__name__)),
         minimiser_config=cfg_dict,
         architecture=arch.describe(),

@@ -77,7 +77,6 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
     if any(getattr(d, "task", None) == "regression" for d in (train, test) if d is not None):
         return evaluate_regression(arch, th, train=train, test=test, predictive=predictive)
     n_s = th.shape[0]
-    nan_s = np.full(n_s, np.nan)
     pot_train = arch.potential(train) if train is not None and len(train.y) else None
     pot_test = arch.potential(test) if test is not None and len(test.y) else None
     local = threading.local()
@@ -109,6 +108,7 @@ def evaluate_samples(arch: Any, theta_sp: Any, *, train: Any = None, test: Any =
                 logp = lp
         return err_tr, e_te, err_te, logp
 
+    nan_s = np.full(n_s, np.nan)
     err_tr_s, e_te_s, err_te_s = nan_s.copy(), nan_s.copy(), nan_s.copy()
     acc = _collect(one, n_s, (err_tr_s, e_te_s, err_te_s), workers, world)
     pe = perr = math.nan

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from thermonet.api.potential import Potential, as_theta
-from thermonet.errors import ThermonetError
+from thermonet.errors import DataError, ThermonetError
 from thermonet.types import FloatArray, IntArray
 
 
@@ -68,6 +68,18 @@ def mlp_unit_symmetries(widths: Sequence[int] | IntArray, sign_flip: bool
         out.append(UnitSymmetry(np.hstack([w, b]), np.ascontiguousarray(w_next.T),
                                 bool(sign_flip)))
     return tuple(out)
+
+
+def bound_data(name: str, data: Any, options: dict[str, Any]) -> tuple[Any, Any]:
+    """The inputs and targets a network's ``potential(data, **options)`` binds: ``data.x``
+    and ``data.y``, else ``x=`` and ``y=`` taken out of ``options``."""
+    if data is not None:
+        return data.x, data.y
+    try:
+        return options.pop("x"), options.pop("y")
+    except KeyError:
+        raise DataError(f"{name} needs a data set: potential(dataset) or "
+                        "potential(x=..., y=...)") from None
 
 
 def mlp_param_groups(widths: Sequence[int] | IntArray) -> dict[str, slice]:
@@ -157,7 +169,7 @@ class Architecture(abc.ABC):
         hidden units (see :class:`UnitSymmetry`), or None (the default) when none are known.
 
         The evidence workflow counts the copies of a basin these maps produce
-        (``thermonet.evidence.symmetry``). Return only maps that leave both the outputs and
+        (``thermonet.evidence.basins.symmetry``). Return only maps that leave both the outputs and
         the prior unchanged.
         """
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -69,3 +70,11 @@ class Minimiser(abc.ABC):
         ``prior`` (a :class:`~thermonet.priors.BoxPrior`) is used only by minimisers that
         respect the box.
         """
+
+
+def accepts_callback(minimiser: Any) -> bool:
+    """Whether ``minimiser.minimise`` takes the optional ``callback`` (progress) argument."""
+    try:
+        return "callback" in inspect.signature(minimiser.minimise).parameters
+    except (TypeError, ValueError):
+        return False

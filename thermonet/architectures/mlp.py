@@ -19,6 +19,7 @@ import numpy as np
 from thermonet.api import Architecture, NetworkSpec, Potential, as_theta
 from thermonet.api.architecture import (
     UnitSymmetry,
+    bound_data,
     mlp_param_groups,
     mlp_unit_symmetries,
 )
@@ -429,14 +430,7 @@ class MLP(Architecture):
 
     def potential(self, data: Any = None, **options: Any) -> MLPPotential:
         """Bind to a data set with ``.x`` and ``.y`` (or pass ``x=``, ``y=``)."""
-        if data is not None:
-            x, y = data.x, data.y
-        else:
-            try:
-                x, y = options.pop("x"), options.pop("y")
-            except KeyError:
-                raise DataError(f"{self.name} needs a data set: potential(dataset) or "
-                                "potential(x=..., y=...)") from None
+        x, y = bound_data(self.name, data, options)
         return MLPPotential(self, x, y, **options)
 
     def predict_proba(self, theta: FloatArray, x: FloatArray) -> FloatArray:

@@ -29,13 +29,14 @@ import numpy as np
 from thermonet.api import Architecture
 from thermonet.api.architecture import (
     UnitSymmetry,
+    bound_data,
     mlp_param_groups,
     mlp_unit_symmetries,
 )
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel, TopLevel
 from thermonet.architectures.regression_potential import RegressionPotential
 from thermonet.architectures.scale_factors import ScaleFactorPotential, scale_factors
-from thermonet.errors import ConfigError, DataError
+from thermonet.errors import ConfigError
 from thermonet.kernels import mlp as k
 from thermonet.types import FloatArray
 
@@ -335,14 +336,7 @@ class RegressionMLP(Architecture):
 
     def potential(self, data: Any = None, **options: Any) -> Any:
         """Bind to a data set with ``.x`` and real-valued ``.y`` (or ``x=``, ``y=``)."""
-        if data is not None:
-            x, y = data.x, data.y
-        else:
-            try:
-                x, y = options.pop("x"), options.pop("y")
-            except KeyError:
-                raise DataError(f"{self.name} needs a data set: potential(dataset) or "
-                                "potential(x=..., y=...)") from None
+        x, y = bound_data(self.name, data, options)
         if self.scaled:
             return ScaleFactorPotential(self, RegressionPotential(self.direct, x, y, **options))
         return RegressionPotential(self, x, y, **options)

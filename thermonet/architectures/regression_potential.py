@@ -9,7 +9,7 @@ exact draw from its prior (for the prior rung of a ladder).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,8 +23,29 @@ from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.kernels import mlp_shallow as ks
 from thermonet.types import FloatArray
 
-if TYPE_CHECKING:
-    from thermonet.architectures.regression import RegressionMLP
+
+class RegressionArchitecture(Protocol):
+    """What the potential reads of its architecture
+    (:class:`~thermonet.architectures.regression.RegressionMLP`)."""
+
+    widths: Any
+    act: int
+    kernel: str
+    noise_std: float | None
+    hierarchical: bool
+    scaled: bool
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def n_params(self) -> int: ...
+
+    def hyper_model(self, n_residuals: int) -> HyperModel: ...
+
+    def initial_hyper(self) -> FloatArray: ...
+
+    def expand_hyper(self, hyper: FloatArray, scale: float) -> tuple[float, FloatArray]: ...
 
 #: rows per block: the robot arm's 200 cases are one block
 DEFAULT_BLOCK = 512
@@ -73,7 +94,7 @@ class RegressionPotential(Potential):
     the architecture's initial values (at scale 1).
     """
 
-    def __init__(self, arch: RegressionMLP, x: Any, y: Any, *, block: int = DEFAULT_BLOCK
+    def __init__(self, arch: RegressionArchitecture, x: Any, y: Any, *, block: int = DEFAULT_BLOCK
                  ) -> None:
         self.arch = arch
         x = np.asarray(x)

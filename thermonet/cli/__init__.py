@@ -29,7 +29,7 @@ COMMANDS: dict[str, str] = {
     "export": "thermonet.cli.export:export",
     "predict": "thermonet.cli.predict:predict",
     "minimise": "thermonet.cli.minimise:minimise",
-    "baseline": "thermonet.cli.minimise:baseline",
+    "baseline": "thermonet.cli.baseline:baseline",
     "evidence": "thermonet.cli.evidence:evidence",
     "anneal": "thermonet.cli.anneal:anneal",
     "plot": "thermonet.cli.plot:plot",

@@ -5,18 +5,14 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from thermonet.cli.options import in_range, stoppable
+from thermonet.cli.options import in_range, is_quiet, stoppable
 from thermonet.ranges import NON_NEGATIVE_INT
-
-
-def _quiet(ctx: click.Context, quiet: bool) -> bool:
-    root = ctx.find_root()
-    return quiet or bool(root.obj and root.obj.get("quiet"))
 
 
 def _kept(params: dict[str, Any]) -> str:
@@ -90,7 +86,7 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     cfg = load_config(config_path, overrides, commandline)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
     refuse_owned(out)     # never inside another run's kept files (its trace/)
-    q = _quiet(ctx, quiet)
+    q = is_quiet(ctx, quiet)
     if resume:
         if not (out / ANNEAL_H5).is_file():
             raise ConfigError(f"--resume: {out} holds no anneal ({out / ANNEAL_H5} is missing); "
@@ -129,6 +125,13 @@ def anneal(ctx: click.Context, config_path: str, out_dir: str | None, sets: tupl
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))
         return
+    _print(summary, n_total, err, out)
+
+
+def _print(summary: dict[str, Any], n_total: int, err: Callable[[Any], str], out: Path) -> None:
+    """The anneal's summary as text."""
+    from thermonet.annealing import ANNEAL_H5
+
     b = summary["best"]
     click.echo(f"stopped        {summary['stop_reason']} ({summary['n_temperatures_done']} of "
                f"{n_total} temperatures, {summary['elapsed_s']:.1f} s wall, "

@@ -9,13 +9,8 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import in_range, stoppable
+from thermonet.cli.options import in_range, is_quiet, stoppable
 from thermonet.ranges import COUNT
-
-
-def _quiet(ctx: click.Context, quiet: bool) -> bool:
-    root = ctx.find_root()
-    return quiet or bool(root.obj and root.obj.get("quiet"))
 
 
 def _kept(params: dict[str, Any]) -> str:
@@ -38,7 +33,7 @@ def _json_safe(obj: Any) -> Any:
 
 def _mackay(cfg: Any, out: Path, as_json: bool, quiet: bool) -> None:
     """``evidence.method = "mackay"``: MacKay's framework for every model of the config."""
-    from thermonet.evidence.mackay_models import (
+    from thermonet.evidence.mackay.models import (
         best_line,
         format_classifiers,
         progress_line,
@@ -132,11 +127,11 @@ def evidence(ctx: click.Context, config_path: str, out_dir: str | None, sets: tu
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
     refuse_owned(out)     # never inside another run's kept files (its trace/)
     if cfg["evidence"]["method"] == "mackay":
-        _mackay(cfg, out, as_json, _quiet(ctx, quiet))
+        _mackay(cfg, out, as_json, is_quiet(ctx, quiet))
         return
     job = parallel.world(cfg["evidence"]["executor"])   # under MPI rank 0 speaks
     parallel.require_same_backend(job)
-    q = _quiet(ctx, quiet) or not job.is_root
+    q = is_quiet(ctx, quiet) or not job.is_root
     if not q:
         click.echo(f"evidence directory: {out}", err=True)
     try:

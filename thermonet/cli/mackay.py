@@ -76,12 +76,7 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: s
       thermonet mackay --hidden 1-10 --restarts 3 --plot mackay.png
       thermonet mackay --arch M1,M3 --data D500 --restarts 1 --out m1m3.json
     """
-    from thermonet.evidence.mackay_sweep import (
-        format_table,
-        mackay_sweep,
-        parse_hidden,
-        rank_correlation,
-    )
+    from thermonet.evidence.mackay.sweep import mackay_sweep, parse_hidden
 
     if plot_path is not None:
         from thermonet.plotting.figure import check_out
@@ -118,6 +113,17 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: s
                         progress=progress, max_iter=max_iter, tol=tol,
                         hessian_method=hessian_method,
                         newton_steps=4 if newton_steps is None else newton_steps)
+    _print_sweep(rows, as_json)
+    if plot_path is not None:
+        from thermonet.plotting.mackay import plot_mackay_sweep
+
+        plot_mackay_sweep(rows, plot_path)
+
+
+def _print_sweep(rows: list[Any], as_json: bool) -> None:
+    """The sweep's table, its best network and the rank correlation (or one JSON object)."""
+    from thermonet.evidence.mackay.sweep import format_table, rank_correlation
+
     rho = rank_correlation(rows)
     if as_json:
         out = {"rows": [r.as_dict() for r in rows],
@@ -132,10 +138,6 @@ def mackay(data_name: str | None, archs: str | None, grouping: str, curvature: s
                        f"evidence {best.log_evidence:.2f}, test error {best.test_error:.5f}")
         click.echo(f"Spearman rank correlation (log evidence, test error), converged "
                    f"solutions: {rho:.3f}")
-    if plot_path is not None:
-        from thermonet.plotting.mackay import plot_mackay_sweep
-
-        plot_mackay_sweep(rows, plot_path)
 
 
 def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, restarts: int,
@@ -144,7 +146,7 @@ def _classifiers(archs: str, data_name: str, grouping: str, curvature: str, rest
                  as_json: bool, quiet: bool) -> None:
     """``--arch``: classifiers compared by their evidence."""
     from thermonet.errors import ConfigError
-    from thermonet.evidence.mackay_models import (
+    from thermonet.evidence.mackay.models import (
         best_line,
         compare_classifiers,
         format_classifiers,

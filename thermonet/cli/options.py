@@ -71,11 +71,16 @@ def in_range(rng: Any) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
-def is_quiet(ctx: click.Context, quiet: bool) -> bool:
-    """``--quiet`` of the command or of ``thermonet -q``; either silences the terminal log
-    below errors (the run directory's own log file keeps everything)."""
+def is_quiet(ctx: click.Context, quiet: bool = False) -> bool:
+    """``--quiet`` of the command (``quiet``) or ``thermonet -q``."""
     root = ctx.find_root()
-    quiet = quiet or bool(root.obj and root.obj.get("quiet"))
+    return quiet or bool(root.obj and root.obj.get("quiet"))
+
+
+def quiet_terminal(ctx: click.Context, quiet: bool) -> bool:
+    """:func:`is_quiet`, and when quiet the terminal log below errors silenced (the run
+    directory's own log file keeps everything)."""
+    quiet = is_quiet(ctx, quiet)
     if quiet:
         for handler in logging.getLogger().handlers:
             if getattr(handler, "_thermonet_cli", False):
@@ -145,4 +150,41 @@ class RunProgress:
             log.info(msg)
 
 
-__all__ = ["RunProgress", "clock", "in_range", "is_quiet", "stoppable"]
+class ProgressLine:
+    """Progress on stderr: a rewritten line on a terminal, a line every ``interval`` seconds
+    otherwise, nothing when quiet."""
+
+    def __init__(self, quiet: bool, interval: float = 10.0, stream: Any = None) -> None:
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval
+        self.t0 = time.monotonic()
+        self.last = self.t0
+        self.shown = False
+
+    def show(self, msg: str, final: bool = False) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if self.tty:
+            if final or now - self.last >= 0.2:
+                self.last = now
+                self.stream.write(f"\r{msg}\x1b[K")
+                self.stream.flush()
+                self.shown = True
+        elif final or now - self.last >= self.interval:
+            self.last = now
+            click.echo(msg, err=True)
+
+    def close(self) -> None:
+        if self.tty and self.shown and not self.quiet:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+
+__all__ = ["ProgressLine", "RunProgress", "clock", "in_range", "is_quiet", "quiet_terminal",
+           "stoppable"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import in_range
+from thermonet.cli.options import in_range, is_quiet
 from thermonet.ranges import COUNT, FRACTION, POSITIVE
 
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
@@ -124,6 +124,31 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
         raise PlotError(f"--noise applies to --kind predictive only (got --kind {kind})")
     if baselines and kind != "energy":
         raise PlotError(f"--baseline applies to --kind energy only (got --kind {kind})")
+    options.update(_kind_options(ctx.params))
+    plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)
+    if not is_quiet(ctx):
+        click.echo(f"wrote {out_path}", err=True)
+
+
+def _kind_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The options of the plot of ``--kind`` from the command's parameters."""
+    from thermonet.errors import PlotError
+
+    kind = params["kind"]
+    run_dirs = params["run_dirs"]
+    baselines = params["baselines"]
+    from_analysis = params["from_analysis"]
+    no_test = params["no_test"]
+    predictive = params["predictive"]
+    workers = params["workers"]
+    follow = params["follow"]
+    per_point = params["per_point"]
+    temperature = params["temperature"]
+    nearest = params["nearest"]
+    band = params["band"]
+    mnist_dir = params["mnist_dir"]
+    noise = params["noise"]
+    options: dict[str, Any] = {}
     if kind == "energy":
         if baselines:
             if len(baselines) != len(run_dirs):
@@ -144,7 +169,4 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
                        mnist_dir=mnist_dir, noise=noise)
     elif kind == "errors":
         options.update(temperature=temperature, mnist_dir=mnist_dir)
-    plotting.plot(kind, list(run_dirs), out_path, dpi=dpi, **options)
-    root = ctx.find_root()
-    if not (root.obj and root.obj.get("quiet")):
-        click.echo(f"wrote {out_path}", err=True)
+    return options

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import RunProgress, in_range, is_quiet
+from thermonet.cli.options import RunProgress, in_range, quiet_terminal
 from thermonet.ranges import COUNT, NON_NEGATIVE_INT
 
 
@@ -54,7 +54,7 @@ def run(ctx: click.Context, config_path: str, sets: tuple[str, ...], out_dir: st
     for warning in caught if root else ():
         click.echo(f"Warning: {warning.message}", err=True)
     out = Path(out_dir) if out_dir else Path("runs") / Path(config_path).stem
-    quiet = is_quiet(ctx, quiet or not root)
+    quiet = quiet_terminal(ctx, quiet or not root)
     what = cfgmod.plan(cfg)
     if what and not quiet:
         click.echo(what, err=True)
@@ -126,7 +126,7 @@ def resume(ctx: click.Context, run_dir: str, iterations: int | None, workers: in
     from thermonet import parallel
     from thermonet.runner import Run
 
-    quiet = is_quiet(ctx, quiet or not parallel.world(executor or "auto").is_root)
+    quiet = quiet_terminal(ctx, quiet or not parallel.world(executor or "auto").is_root)
 
     def open_run() -> Any:
         run_ = Run.open(Path(run_dir), n_iterations=iterations, workers=workers,

@@ -1,10 +1,10 @@
 """Bayesian evidence of a network: thermodynamic integration and the Laplace approximation.
 
 ``thermodynamic_integration``, ``repeat_ti``, ``fit_reference`` and ``TIConfig`` come from
-:mod:`thermonet.evidence.ti`, ``bidirectional_ti`` (both directions) from
-:mod:`thermonet.evidence.ti_pair`; ``laplace_evidence`` and ``hessian`` from
-:mod:`thermonet.evidence.laplace` and :mod:`thermonet.evidence.curvature`. They are imported on
-first use, so ``import thermonet.evidence`` stays cheap. See docs/evidence.md.
+:mod:`thermonet.evidence.ti.integration`, ``bidirectional_ti`` (both directions) from
+:mod:`thermonet.evidence.ti.pair`; ``laplace_evidence`` and ``hessian`` from
+:mod:`thermonet.evidence.laplace.approximation` and :mod:`thermonet.evidence.laplace.curvature`.
+They are imported on first use, so ``import thermonet.evidence`` stays cheap. See docs/evidence.md.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 from thermonet.evidence._result import EvidenceResult
 
 _LAZY = {
-    "TIConfig": "thermonet.evidence.ti",
-    "Reference": "thermonet.evidence.ti",
-    "fit_reference": "thermonet.evidence.ti",
-    "thermodynamic_integration": "thermonet.evidence.ti",
-    "repeat_ti": "thermonet.evidence.ti",
-    "bidirectional_ti": "thermonet.evidence.ti_pair",
-    "laplace_evidence": "thermonet.evidence.laplace",
-    "hessian": "thermonet.evidence.curvature",
-    "hvp": "thermonet.evidence.curvature",
+    "TIConfig": "thermonet.evidence.ti.integration",
+    "Reference": "thermonet.evidence.ti.integration",
+    "fit_reference": "thermonet.evidence.ti.integration",
+    "thermodynamic_integration": "thermonet.evidence.ti.integration",
+    "repeat_ti": "thermonet.evidence.ti.integration",
+    "bidirectional_ti": "thermonet.evidence.ti.pair",
+    "laplace_evidence": "thermonet.evidence.laplace.approximation",
+    "hessian": "thermonet.evidence.laplace.curvature",
+    "hvp": "thermonet.evidence.laplace.curvature",
 }
 
 __all__ = ["EvidenceResult", "Reference", "TIConfig", "bidirectional_ti", "fit_reference",

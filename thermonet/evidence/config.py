@@ -136,7 +136,7 @@ RMIN_EVIDENCE_SETTINGS: dict[str, Any] = {"respect_box": True}
 
 def _ti_config_class() -> type:
     try:
-        from thermonet.evidence.ti import TIConfig
+        from thermonet.evidence.ti.integration import TIConfig
     except ImportError as err:  # pragma: no cover - the engine ships with thermonet
         raise ConfigError(f"the thermodynamic-integration engine is unavailable ({err})"
                           ) from None
@@ -173,7 +173,7 @@ def _ti_settings(given: Mapping[str, Any], sources: dict[str, str],
 def _laplace_option_names() -> set[str] | None:
     """Keyword options of laplace_evidence besides the fixed ones (None: accepts any)."""
     try:
-        from thermonet.evidence import laplace
+        from thermonet.evidence.laplace import approximation as laplace
     except ImportError:
         return None
     sig = inspect.signature(laplace.laplace_evidence)

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.evidence.census import describe as describe_census
-from thermonet.evidence.census import model_census
+from thermonet.evidence.basins.census import describe as describe_census
+from thermonet.evidence.basins.census import model_census
 from thermonet.io.atomic import write_h5, write_json, write_text
 from thermonet.io.h5 import write_header
 from thermonet.io.jsonable import json_default
@@ -22,7 +22,7 @@ SUMMARY_VERSION = 1
 def between_minima(name: str, rows: list[dict[str, Any]],
                    settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """How much the log evidence moves between minima of one model; with the model's
-    settings, also its census (:func:`thermonet.evidence.census.model_census`)."""
+    settings, also its census (:func:`thermonet.evidence.basins.census.model_census`)."""
     le = np.array([r["log_evidence"] for r in rows])
     out: dict[str, Any] = {"model": name, "n_minima": len(rows)}
     if settings is not None:

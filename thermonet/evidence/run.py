@@ -58,7 +58,8 @@ from thermonet import config as cfgmod
 from thermonet.errors import CheckpointMismatchError, ConfigError, ConvergenceError
 from thermonet.evidence import config as evcfg
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.census import signature_of
+from thermonet.evidence.basins.census import signature_of
+from thermonet.evidence.basins.symmetry import summary_entry
 from thermonet.evidence.models import (
     CONFIG_NAME,
     Minimum,
@@ -76,7 +77,6 @@ from thermonet.evidence.report import (
     pm,
     write_summary,
 )
-from thermonet.evidence.symmetry import summary_entry
 from thermonet.evidence.tasks import (
     agreement,
     check_shared,
@@ -245,7 +245,7 @@ class Evidence:
         """The reference of the baseline run (repeat 0) of this minimum, for the convergence
         variants: fitted once with the stream repeat 0 itself fits with (child 0 of its seed),
         so it is the very reference repeat 0 used; stored as reference.npz for a resume."""
-        from thermonet.evidence.ti import Reference, fit_reference, ti_streams
+        from thermonet.evidence.ti.integration import Reference, fit_reference, ti_streams
 
         key = (m.model.name, m.index)
         with self._lock:
@@ -294,7 +294,7 @@ class Evidence:
         return evcfg.ti_config(self.cfg, **changes), seed0, self._reference(m)
 
     def _run_ti(self, m: Minimum, label: str) -> None:
-        from thermonet.evidence.ti import thermodynamic_integration
+        from thermonet.evidence.ti.integration import thermodynamic_integration
 
         run_dir = self._ti_dir(m.model.name, m.index, label)
         if (run_dir / RESULT_NAME).is_file():
@@ -328,7 +328,7 @@ class Evidence:
         return lambda_progress(what, self._stop, self._say, log, PROGRESS_INTERVAL)
 
     def _run_laplace(self, m: Minimum) -> None:
-        from thermonet.evidence.laplace import laplace_evidence
+        from thermonet.evidence.laplace.approximation import laplace_evidence
 
         path = self._laplace_path(m.model.name, m.index)
         if path.is_file():

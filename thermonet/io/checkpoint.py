@@ -36,6 +36,7 @@ from thermonet.io import digest, trace
 from thermonet.io.atomic import write_h5
 from thermonet.io.h5 import open_h5, write_header
 from thermonet.io.jsonable import utc_now
+from thermonet.io.layout import CHECKPOINT, CONFIG, LOG, interrupted_initialisation
 
 log = logging.getLogger("thermonet.io")
 
@@ -45,9 +46,6 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 #: the first format version that carries checksums
 SIGNED_FROM = 2
-CHECKPOINT = "checkpoint.h5"
-CONFIG = "config.toml"
-LOG = "thermonet.log"
 
 
 @dataclass
@@ -198,8 +196,6 @@ def read_checkpoint(path: str | Path, *, check_trace: bool = True) -> Checkpoint
     if path.is_dir():
         path = path / CHECKPOINT
     if not path.is_file():
-        from thermonet.io.rundir import interrupted_initialisation  # it reads checkpoints
-
         raise CheckpointError(interrupted_initialisation(path.parent)
                               or f"no checkpoint at {path}; is this a thermonet run directory "
                               "(made by `thermonet run`)?")

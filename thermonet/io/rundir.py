@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +20,12 @@ from thermonet.io import checkpoint as ckpt
 from thermonet.io import trace
 from thermonet.io.h5 import open_h5
 from thermonet.io.initialisation import INITIALISATION
-
-#: the first line of every config.toml thermonet writes (``ResolvedConfig.to_toml``)
-CONFIG_HEADER = "# Resolved thermonet configuration"
+from thermonet.io.layout import (
+    CONFIG_HEADER,
+    config_owner,
+    interrupted_initialisation,
+    trace_held,
+)
 
 #: temporary files of releases that used the suffix ``.tmp``, removed only under these names
 LEGACY_TEMP = ".tmp"
@@ -47,17 +49,6 @@ class Contents:
         """Nothing of a run."""
         return not (self.checkpoint or self.segments or self.partial) and self.config == "none"
 
-
-def config_owner(path: Path) -> str:
-    """``none`` if ``path`` is missing, ``thermonet`` if thermonet wrote it, else ``foreign``."""
-    if not path.exists():
-        return "none"
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            first = fh.readline()
-    except OSError:
-        return "foreign"
-    return "thermonet" if first.startswith(CONFIG_HEADER) else "foreign"
 
 
 def contents(run_dir: Path) -> Contents:
@@ -97,7 +88,7 @@ def check_new_run(run_dir: Path, *, overwrite: bool, n_iterations: int) -> None:
                           f"resume {run_dir}`, pass --overwrite to discard it, or choose "
                           "another --out")
     if have.segments:
-        raise ConfigError(f"{run_dir} holds an unfinished run ({_trace_held(run_dir)} but no "
+        raise ConfigError(f"{run_dir} holds an unfinished run ({trace_held(run_dir)} but no "
                           f"{ckpt.CHECKPOINT}: it was deleted or lost); expected an empty or "
                           f"new directory; restore {ckpt.CHECKPOINT} and `thermonet resume "
                           f"{run_dir}`, choose another --out, or pass --overwrite to discard "
@@ -108,14 +99,6 @@ def check_new_run(run_dir: Path, *, overwrite: bool, n_iterations: int) -> None:
     raise ConfigError(f"{run_dir} holds an unfinished run ({held}, no checkpoint: it was "
                       "interrupted during initialisation); expected an empty or new directory; "
                       f"{go_on}pass --overwrite to start it again, or choose another --out")
-
-
-def _trace_held(run_dir: Path) -> str:
-    """``7 trace segments (iterations 1-20)``: what the trace of ``run_dir`` holds."""
-    segments = trace.segment_files(run_dir)
-    n = len(segments)
-    return (f"{n} trace segment{'s' if n != 1 else ''} (iterations {segments[0][0]}-"
-            f"{segments[-1][1]})")
 
 
 def clear(run_dir: Path) -> None:
@@ -169,31 +152,7 @@ def check_segments(run_dir: Path, run_uuid: str) -> None:
                           f"{'them' if more else 'it'} out of {path.parent} and resume again")
 
 
-def interrupted_initialisation(run_dir: Path) -> str | None:
-    """The message for a run directory whose initialisation never finished (thermonet's
-    ``config.toml`` and no checkpoint), else None."""
-    run_dir = Path(run_dir)
-    config = run_dir / ckpt.CONFIG
-    if (run_dir / ckpt.CHECKPOINT).exists() or config_owner(config) != "thermonet":
-        return None
-    # a checkpoint is written as soon as the initialisation ends (iteration 0), before any
-    # trace segment: segments without a checkpoint mean it went missing afterwards, and
-    # --overwrite would discard the whole trace
-    segments = trace.segment_files(run_dir)
-    if segments:
-        return (f"{run_dir} has no {ckpt.CHECKPOINT} but holds {_trace_held(run_dir)}: its "
-                "checkpoint was deleted or lost after the run had started; expected "
-                f"{run_dir / ckpt.CHECKPOINT}; restore it (from a backup) and `thermonet "
-                f"resume {run_dir}`; nothing was changed, and the trace is kept (start a new "
-                "run with another --out)")
-    if (run_dir / INITIALISATION).exists():
-        return (f"{run_dir} was interrupted during initialisation (no checkpoint yet; the "
-                f"replicas it finished are kept in {INITIALISATION}); continue it with "
-                f"`thermonet resume {run_dir}`")
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(config.stat().st_mtime))
-    return (f"{run_dir} was interrupted during initialisation (no checkpoint yet; it started "
-            f"at {started} and only the initialisation since then is lost); start it again "
-            f"with `thermonet run {config} --out {run_dir} --overwrite`")
+
 
 
 def _errno(err: OSError) -> int | None:

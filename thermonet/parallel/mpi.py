@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from thermonet.errors import ConfigError, ThermonetError
+from thermonet.parallel.local import EXECUTORS, LOCAL, ThreadExecutor, mark_collective
 
 T = TypeVar("T")
 
@@ -92,8 +93,6 @@ class MPIWorld:
         self.is_root = self.rank == 0
 
     def on_root(self, fn: Callable[[], T]) -> T | None:
-        from thermonet.parallel import mark_collective
-
         value: T | None = None
         failure: BaseException | None = None
         if self.is_root:
@@ -121,8 +120,6 @@ class MPIWorld:
         self.comm.Abort(code)
 
     def share(self, run: Callable[[list[Any]], list[T]], items: Iterable[Any]) -> list[T]:
-        from thermonet.parallel import mark_collective
-
         items = list(items)
         lo, hi = block(len(items), self.size, self.rank)
         failure: BaseException | None = None
@@ -151,8 +148,6 @@ class MPIExecutor:
     """The ranks of ``world``, each running its block of a ``map`` on ``workers`` threads."""
 
     def __init__(self, world: MPIWorld, workers: int = 1) -> None:
-        from thermonet.parallel import ThreadExecutor
-
         self.world = world
         self.inner = ThreadExecutor(workers)
         self.n_workers = world.size * self.inner.n_workers
@@ -171,8 +166,6 @@ def active() -> MPIWorld | None:
 
 def world(kind: str = "auto") -> Any:
     """The world of the ``[run] executor`` value ``kind`` (see :func:`thermonet.parallel.world`)."""
-    from thermonet.parallel import EXECUTORS, LOCAL
-
     if kind not in EXECUTORS:
         raise ConfigError(f"executor = {kind!r}; expected one of {', '.join(EXECUTORS)}")
     size = launcher_size()

@@ -107,35 +107,8 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
     labels = run_labels(infos)
     fig, ax = new_axes(ax, figsize=(9.0, 5.0))
     for i, (a, label, b) in enumerate(zip(res, labels, bases, strict=True)):
-        colour = f"C{i % 10}"
-        tab = a.table
-        t = np.asarray(tab["temperature"], dtype=np.float64)
-        y = np.asarray(tab["train_energy_per_point"], dtype=np.float64)
-        ax.plot(t, y, "-o", color=colour, ms=3.5, lw=1.2, label=f"{label} train")
-        error_band(ax, t, y, tab["train_energy_per_point_err"], colour)
-        if test:
-            yt = np.asarray(tab["test_energy_per_point"], dtype=np.float64)
-            if np.isfinite(yt).any():
-                ax.plot(t, yt, "--s", color=colour, ms=3.5, lw=1.2, label=f"{label} test")
-                error_band(ax, t, yt, tab["test_energy_per_point_err"], colour)
-            else:
-                log.warning("%s: no test energies (no parameter samples in the trace?)",
-                            infos[i].name)
-            yp = np.asarray(tab["predictive_test_energy_per_point"], dtype=np.float64)
-            if predictive and np.isfinite(yp).any():
-                ax.plot(t, yp, ":^", color=colour, ms=3.5, lw=1.2,
-                        label=f"{label} test, Bayesian predictive")
-        ref = getattr(a, "references", None) or {}
-        if b is not None and not isinstance(b, (str, Path)):
-            value, err = float(b), math.nan
-        else:
-            value = float(ref.get("baseline_test_energy_per_point", math.nan))
-            err = float(ref.get("baseline_test_energy_per_point_err", math.nan))
-        if math.isfinite(value):
-            ax.axhline(value, color=colour, ls=":", lw=1.5,
-                       label=f"{label} standard optimisation (test)")
-            if math.isfinite(err) and err > 0:
-                ax.axhspan(value - err, value + err, color=colour, alpha=0.1, lw=0)
+        _draw_run(ax, a, label, b, f"C{i % 10}", test=test, predictive=predictive,
+                  name=infos[i].name)
     ax.axhline(UNINFORMED_PER_POINT, color="k", ls="-.", lw=1.0,
                label="uninformed classifier (ln 10)")
     log_axis(ax)
@@ -147,6 +120,40 @@ def plot_energies(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = Non
                         f"{discard_note(infos, discard, res)}; bands: ± 1 standard error"),
                  fontsize="medium")
     return fig
+
+
+def _draw_run(ax: Axes, a: Any, label: str, b: PathLike | float | None, colour: str, *,
+              test: bool, predictive: bool, name: str) -> None:
+    """One run's curves: training (and test, predictive) energies with their bands, and its
+    standard-optimisation line (``b`` a number, or the analysis's reference)."""
+    tab = a.table
+    t = np.asarray(tab["temperature"], dtype=np.float64)
+    y = np.asarray(tab["train_energy_per_point"], dtype=np.float64)
+    ax.plot(t, y, "-o", color=colour, ms=3.5, lw=1.2, label=f"{label} train")
+    error_band(ax, t, y, tab["train_energy_per_point_err"], colour)
+    if test:
+        yt = np.asarray(tab["test_energy_per_point"], dtype=np.float64)
+        if np.isfinite(yt).any():
+            ax.plot(t, yt, "--s", color=colour, ms=3.5, lw=1.2, label=f"{label} test")
+            error_band(ax, t, yt, tab["test_energy_per_point_err"], colour)
+        else:
+            log.warning("%s: no test energies (no parameter samples in the trace?)",
+                        name)
+        yp = np.asarray(tab["predictive_test_energy_per_point"], dtype=np.float64)
+        if predictive and np.isfinite(yp).any():
+            ax.plot(t, yp, ":^", color=colour, ms=3.5, lw=1.2,
+                    label=f"{label} test, Bayesian predictive")
+    ref = getattr(a, "references", None) or {}
+    if b is not None and not isinstance(b, (str, Path)):
+        value, err = float(b), math.nan
+    else:
+        value = float(ref.get("baseline_test_energy_per_point", math.nan))
+        err = float(ref.get("baseline_test_energy_per_point_err", math.nan))
+    if math.isfinite(value):
+        ax.axhline(value, color=colour, ls=":", lw=1.5,
+                   label=f"{label} standard optimisation (test)")
+        if math.isfinite(err) and err > 0:
+            ax.axhspan(value - err, value + err, color=colour, alpha=0.1, lw=0)
 
 
 def value_at_temperature(temperatures: Any, values: Any, errors: Any, temperature: float = 1.0,

@@ -43,11 +43,6 @@ class Components:
     engine: ReplicaExchange
     plugins: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def sampler(self) -> ReplicaExchange:
-        """The engine (the name of earlier releases)."""
-        return self.engine
-
 
 def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
     """Load data and construct the architecture, prior, minimiser and engine.

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.evidence.symmetry import unit_symmetries
+from thermonet.evidence.basins.symmetry import unit_symmetries
 from thermonet.types import FloatArray
 
 #: default relative tolerance of two signatures of the same basin

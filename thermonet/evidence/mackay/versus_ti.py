@@ -1,19 +1,19 @@
 """MacKay's Gaussian approximation against thermodynamic integration of the same integral.
 
 At fixed hyperparameters (the re-estimated ``alpha_c`` and ``beta`` of a
-:class:`~thermonet.evidence.mackay.MacKayResult`) the evidence of eq. (7) is
+:class:`~thermonet.evidence.mackay.framework.MacKayResult`) the evidence of eq. (7) is
 
     ln P(D|alpha, beta, H) = ln ∫ exp(-M(w)) dw + sum_i ln(prec_i / 2 pi) / 2,
 
 ``M`` the framework's objective (the potential's energy at temperature 1: ``beta E_D``, the
 noise normalisation and ``sum_i prec_i w_i^2 / 2``). MacKay replaces the integral by the
 Gaussian around ``w_MP``; :func:`ti_cross_check` computes it by thermodynamic integration
-(:func:`~thermonet.evidence.ti.thermodynamic_integration`) from a diagonal reference fitted
-around the same ``w_MP``. TI's reference is diagonal, and a network's posterior is strongly
-correlated (on the robot arm with 2 hidden units a diagonal reference gave an error bar of
-14 nats), so by default (``whiten``) the integral is taken in the white coordinates of the
-framework's own Hessian, ``w = w_MP + S z`` with ``S S^T = A^-1``
-(:meth:`~thermonet.evidence.factorised.Factorised.from_white`; the Jacobian adds
+(:func:`~thermonet.evidence.ti.integration.thermodynamic_integration`) from a diagonal
+reference fitted around the same ``w_MP``. TI's reference is diagonal, and a network's
+posterior is strongly correlated (on the robot arm with 2 hidden units a diagonal reference gave an
+error bar of 14 nats), so by default (``whiten``) the integral is taken in the white coordinates of
+the framework's own Hessian, ``w = w_MP + S z`` with ``S S^T = A^-1``
+(:meth:`~thermonet.evidence.mackay.factorised.Factorised.from_white`; the Jacobian adds
 ``-ln det A / 2``): there the Laplace approximation is ``N(0, I)`` and what TI measures is
 exactly how far the posterior is from it. The box is ``box_sigmas`` standard deviations wide
 in each coordinate (the white ones, or the prior's without ``whiten``): the Gaussian prior in
@@ -35,8 +35,8 @@ import numpy as np
 
 from thermonet.api import Potential
 from thermonet.errors import ConfigError
-from thermonet.evidence.ti import thermodynamic_integration
-from thermonet.evidence.ti_config import TIConfig
+from thermonet.evidence.ti.config import TIConfig
+from thermonet.evidence.ti.integration import thermodynamic_integration
 from thermonet.priors import BoxPrior
 from thermonet.types import FloatArray
 
@@ -45,7 +45,7 @@ __all__ = ["TICheck", "WhitenedPotential", "ti_cross_check"]
 
 class WhitenedPotential(Potential):
     """``E(w_MP + S z)`` as a function of ``z``, for the square root ``S`` of a
-    :class:`~thermonet.evidence.factorised.Factorised` ``A^-1``."""
+    :class:`~thermonet.evidence.mackay.factorised.Factorised` ``A^-1``."""
 
     def __init__(self, base: Any, center: Any, factor: Any) -> None:
         self.base = base

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +46,11 @@ import numpy as np
 from thermonet.api import as_theta
 from thermonet.errors import ConfigError, ConvergenceError
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.bridge import BridgePotential, Chain, ti_sampler
-from thermonet.evidence.reference import Reference, log_truncated_gaussian
-from thermonet.evidence.ti_config import TIConfig
-from thermonet.evidence.ti_result import assemble_result, integrator_named, sem_of
-from thermonet.evidence.ti_store import (
+from thermonet.evidence.ti.bridge import BridgePotential, Chain, ti_sampler
+from thermonet.evidence.ti.config import TIConfig
+from thermonet.evidence.ti.reference import Reference
+from thermonet.evidence.ti.result import assemble_result, integrator_named, sem_of
+from thermonet.evidence.ti.store import (
     TI_CHECKPOINT,
     Progress,
     fingerprint,
@@ -124,6 +124,7 @@ def _fit_reference(potential: Any, theta0: Any, prior: Any, config: TIConfig | N
 
 
 def check_prior(prior: Any, n: int, w0: FloatArray) -> None:
+    """Refuse a prior that is not a box of ``n`` widths holding ``w0``."""
     if prior is None or not hasattr(prior, "half_width"):
         raise ConfigError(f"TI needs a BoxPrior (the box |w_i| < sigma_i/2); got {prior!r}")
     if prior.n_params != n:
@@ -135,6 +136,7 @@ def check_prior(prior: Any, n: int, w0: FloatArray) -> None:
 
 
 def ti_streams(seed: Any) -> tuple[np.random.Generator, np.random.Generator]:
+    """The two random streams of a TI from ``seed``: the reference fit's and the sweep's."""
     if isinstance(seed, np.random.SeedSequence):   # a copy: spawning advances the original
         ss = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key,
                                     pool_size=seed.pool_size)
@@ -144,53 +146,14 @@ def ti_streams(seed: Any) -> tuple[np.random.Generator, np.random.Generator]:
     return np.random.Generator(np.random.PCG64(a)), np.random.Generator(np.random.PCG64(b))
 
 
-def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
-                              config: TIConfig | None = None, *, seed: Any = 0,
-                              reference: Reference | None = None,
-                              run_dir: str | os.PathLike[str] | None = None,
-                              progress: Callable[[int, int, dict[str, Any]], None] | None = None
-                              ) -> EvidenceResult:
-    """``log ∫_{|w_i|<a_i} exp(-E(w)/T) dw`` by thermodynamic integration from ``theta0``.
-
-    Parameters
-    ----------
-    potential : thermonet.api.Potential
-        E(w), untempered, summed over the data.
-    theta0 : ndarray, shape (n_params,)
-        The minimum w0 the reference is centred on (inside the box).
-    prior : thermonet.priors.BoxPrior
-        The box ``|w_i| < sigma_i/2``.
-    config : TIConfig, optional
-    seed : int or numpy.random.SeedSequence
-        Root of every random number: child 0 fits the reference, child 1 drives the sweep.
-    reference : Reference, optional
-        A reference to use instead of fitting one (``config.k_scale`` still applies).
-    run_dir : path, optional
-        Directory for an HDF5 checkpoint written atomically after every λ. Calling again with
-        the same directory resumes and gives a bit-identical result; a directory holding the
-        TI of another potential, start, prior, seed or config is refused.
-    progress : callable, optional
-        ``progress(j, n_points, info)`` after the j-th λ point of the sweep (0-based, sweep
-        order); ``info`` has ``lambda``, ``mean``, ``sem``, ``acceptance``, ``step_size``.
-        An exception raised by it stops the run after the checkpoint of that point.
-
-    With ``config.both_directions`` the two sweeps run and their midpoint is returned
-    (:func:`thermonet.evidence.ti_pair.bidirectional_ti`).
-
-    Returns
-    -------
-    EvidenceResult
-        ``method="ti"``; ``details`` holds the per-λ table, the Monte Carlo and quadrature
-        errors of the integral separately, ``log_z0`` and the reference summary.
-    """
-    config = TIConfig() if config is None else config
-    if not isinstance(config, TIConfig):
-        raise ConfigError(f"config is a {type(config).__name__}; expected a TIConfig")
-    if config.both_directions:
-        from thermonet.evidence.ti_pair import bidirectional_ti  # it calls back one way
-
-        return bidirectional_ti(potential, theta0, prior, config, seed=seed,
-                                reference=reference, run_dir=run_dir, progress=progress)
+def one_way(potential: Any, theta0: Any, prior: Any, config: TIConfig, *, seed: Any = 0,
+            reference: Reference | None = None,
+            run_dir: str | os.PathLike[str] | None = None,
+            progress: Callable[[int, int, dict[str, Any]], None] | None = None
+            ) -> EvidenceResult:
+    """One sweep of thermodynamic integration through λ (forward, or in reverse with
+    ``config.reverse``); the arguments are those of
+    :func:`thermonet.evidence.ti.integration.thermodynamic_integration`."""
     t_start = time.perf_counter()
     n = potential.n_params
     w0 = as_theta(theta0, n, what="TI starting point theta0")
@@ -200,59 +163,25 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
     lambdas = config.lambdas
     n_pts = lambdas.size
     order = np.arange(n_pts)[::-1] if config.reverse else np.arange(n_pts)
-
-    path = None
-    fp = ""
-    resumed = None
-    if run_dir is not None:
-        path = Path(run_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        fp = fingerprint(potential, w0, prior, config, seed, reference)
-        if (path / TI_CHECKPOINT).exists():
-            resumed = read_ti_checkpoint(path / TI_CHECKPOINT, fp)
-
+    path, fp, resumed = _open_checkpoint(run_dir, potential, w0, prior, config, seed, reference)
     if resumed is not None:
         ref, pr = resumed
         rng.bit_generator.state = pr.rng_state
-        bridge = BridgePotential(potential, ref)
     else:
-        kfit_grad = 0
-        if reference is None:
-            ref, kfit_grad = _fit_reference(potential, w0, prior, config, rng_fit)
-        else:
-            if reference.n_params != n:
-                raise ConfigError(f"reference has {reference.n_params} parameters; the "
-                                  f"potential has {n}")
-            ref = reference
-        ref = ref.scaled(config.k_scale) if config.k_scale != 1.0 else ref
-        bridge = BridgePotential(potential, ref)
-        pr = Progress(0, np.full((n_pts, config.n_samples), np.nan), np.full(n_pts, np.nan),
-                       np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts),
-                       w0.copy(),
-                       config.step_size, {}, 0.0, 0, kfit_grad)
+        ref, pr = _fresh_start(potential, w0, prior, config, reference, rng_fit, n_pts)
+    bridge = BridgePotential(potential, ref)
 
     # TIConfig.__post_init__ fills every None
     assert config.wall is not None and config.step_jitter is not None
-    assert config.initial_burn_in is not None and config.min_acceptance is not None
     if resumed is None and config.reverse:
         # in equilibrium at λ = 1 from the start, as the second law's bracket of the two sweeps
-        # assumes (thermonet.evidence.ti_pair): the reference is drawn exactly
+        # assumes (thermonet.evidence.ti.pair): the reference is drawn exactly
         pr.theta = ref.draw(prior.half_width, config.temperature, rng)
     sampler = ti_sampler(bridge, prior, config, config.wall, True)
     bridge.lam = float(lambdas[order[0]])
     chain = Chain(sampler, bridge, pr.theta, pr.dt, config.step_jitter)
     if resumed is None:
-        # initial burn-in at the first λ (the original code's 500 + 1000 at λ = 0)
-        nb = config.initial_burn_in
-        chain.adapt(rng, 0.1)
-        chain.run(rng, nb // 3)
-        chain.adapt(rng, 0.1)
-        chain.run(rng, nb - nb // 3)
-        chain.adapt(rng, 0.1)
-        chain.adapt(rng, 0.9)
-        pr.theta, pr.dt = chain.state.theta, chain.state.step_size
-        pr.rng_state = rng.bit_generator.state
-        pr.n_grad = bridge.n_grad
+        _initial_burn_in(chain, rng, config, pr, bridge)
         pr.elapsed += time.perf_counter() - t_start
         t_start = time.perf_counter()
         if path is not None:
@@ -261,31 +190,7 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
 
     for pos in range(pr.next_index, n_pts):
         j = order[pos]
-        chain.relambda(lambdas[j])
-        chain.reset_counters()
-        chain.run(rng, config.n_burn_in)
-        if config.n_burn_in and chain.n_accepted < config.min_acceptance * config.n_burn_in:
-            chain.adapt(rng, 0.1)
-            chain.adapt(rng, 0.9)
-            pr.extra_adapt[pos] = 1
-        elif config.readapt_every and pos % config.readapt_every == 0 and pos != 0:
-            chain.adapt(rng, 0.9)
-        chain.reset_counters()
-        row = pr.samples[pos]
-        count = [0]
-
-        def record(row: FloatArray = row, count: list[int] = count) -> None:
-            row[count[0]] = bridge.dj_dlambda(chain.state.theta, chain.base_e)
-            count[0] += 1
-
-        chain.run(rng, config.n_samples, record)
-        pr.step_size[pos] = chain.state.step_size
-        pr.accepted[pos] = chain.n_accepted
-        pr.reflections[pos] = chain.n_reflections
-        pr.divergent[pos] = chain.n_divergent
-        pr.next_index = pos + 1
-        pr.theta, pr.dt = chain.state.theta, chain.state.step_size
-        pr.rng_state = rng.bit_generator.state
+        row = _sample_point(chain, rng, config, pr, pos, lambdas[j], bridge)
         now = time.perf_counter()
         pr.elapsed += now - t_start
         t_start = now
@@ -302,34 +207,90 @@ def thermodynamic_integration(potential: Any, theta0: Any, prior: Any,
     return assemble_result(config, ref, prior, lambdas, order, pr, integrator, seed)
 
 
-def repeat_ti(potential: Any, theta0: Any, prior: Any, config: TIConfig | None,
-              seeds: Sequence[Any], *, workers: int = 1, reference: Reference | None = None
-              ) -> tuple[list[EvidenceResult], float, float]:
-    """Independent TI runs, one per seed, ``workers`` at a time (threads).
-
-    Each run has its own copy of the potential (``potential.copy()``) and draws only from its
-    own seed, so the results do not depend on ``workers``. Returns the results (in the order of
-    ``seeds``), the mean of ``log_integral`` and its sample standard deviation (NaN for one
-    run).
-    """
-    from thermonet.api.parallel import make_executor
-
-    seeds = list(seeds)
-    if not seeds:
-        raise ConfigError("repeat_ti needs at least one seed")
-    executor = make_executor(int(workers))
-    try:
-        results = executor.map(
-            lambda s: thermodynamic_integration(potential.copy(), theta0, prior, config,
-                                                seed=s, reference=reference), seeds)
-    finally:
-        close = getattr(executor, "close", None)
-        if close is not None:
-            close()
-    vals = np.array([r.log_integral for r in results])
-    std = float(np.std(vals, ddof=1)) if vals.size > 1 else math.nan
-    return results, float(np.mean(vals)), std
+def _open_checkpoint(run_dir: str | os.PathLike[str] | None, potential: Any, w0: FloatArray,
+                     prior: Any, config: TIConfig, seed: Any, reference: Reference | None
+                     ) -> tuple[Path | None, str, tuple[Reference, Progress] | None]:
+    """The checkpoint's directory, the fingerprint of this TI and what it stored (None: a
+    fresh start)."""
+    if run_dir is None:
+        return None, "", None
+    path = Path(run_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    fp = fingerprint(potential, w0, prior, config, seed, reference)
+    resumed = None
+    if (path / TI_CHECKPOINT).exists():
+        resumed = read_ti_checkpoint(path / TI_CHECKPOINT, fp)
+    return path, fp, resumed
 
 
-__all__ = ["TI_CHECKPOINT", "BridgePotential", "Reference", "TIConfig", "fit_reference",
-           "log_truncated_gaussian", "repeat_ti", "thermodynamic_integration"]
+def _fresh_start(potential: Any, w0: FloatArray, prior: Any, config: TIConfig,
+                 reference: Reference | None, rng_fit: np.random.Generator, n_pts: int
+                 ) -> tuple[Reference, Progress]:
+    """The reference (fitted, or the one given, scaled by ``k_scale``) and empty progress."""
+    n = potential.n_params
+    kfit_grad = 0
+    if reference is None:
+        ref, kfit_grad = _fit_reference(potential, w0, prior, config, rng_fit)
+    else:
+        if reference.n_params != n:
+            raise ConfigError(f"reference has {reference.n_params} parameters; the "
+                              f"potential has {n}")
+        ref = reference
+    ref = ref.scaled(config.k_scale) if config.k_scale != 1.0 else ref
+    pr = Progress(0, np.full((n_pts, config.n_samples), np.nan), np.full(n_pts, np.nan),
+                  np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts), np.zeros(n_pts),
+                  w0.copy(),
+                  config.step_size, {}, 0.0, 0, kfit_grad)
+    return ref, pr
+
+
+def _initial_burn_in(chain: Chain, rng: np.random.Generator, config: TIConfig, pr: Progress,
+                     bridge: BridgePotential) -> None:
+    """Burn-in at the first λ (the original code's 500 + 1000 at λ = 0), into ``pr``."""
+    assert config.initial_burn_in is not None
+    nb = config.initial_burn_in
+    chain.adapt(rng, 0.1)
+    chain.run(rng, nb // 3)
+    chain.adapt(rng, 0.1)
+    chain.run(rng, nb - nb // 3)
+    chain.adapt(rng, 0.1)
+    chain.adapt(rng, 0.9)
+    pr.theta, pr.dt = chain.state.theta, chain.state.step_size
+    pr.rng_state = rng.bit_generator.state
+    pr.n_grad = bridge.n_grad
+
+
+def _sample_point(chain: Chain, rng: np.random.Generator, config: TIConfig, pr: Progress,
+                  pos: int, lam: Any, bridge: BridgePotential) -> FloatArray:
+    """The ``pos``-th λ point of the sweep: burn-in, re-adaptation, the samples of dJ/dλ
+    (into ``pr.samples[pos]``, returned) and the chain's counters."""
+    assert config.min_acceptance is not None
+    chain.relambda(lam)
+    chain.reset_counters()
+    chain.run(rng, config.n_burn_in)
+    if config.n_burn_in and chain.n_accepted < config.min_acceptance * config.n_burn_in:
+        chain.adapt(rng, 0.1)
+        chain.adapt(rng, 0.9)
+        pr.extra_adapt[pos] = 1
+    elif config.readapt_every and pos % config.readapt_every == 0 and pos != 0:
+        chain.adapt(rng, 0.9)
+    chain.reset_counters()
+    row = pr.samples[pos]
+    count = [0]
+
+    def record() -> None:
+        row[count[0]] = bridge.dj_dlambda(chain.state.theta, chain.base_e)
+        count[0] += 1
+
+    chain.run(rng, config.n_samples, record)
+    pr.step_size[pos] = chain.state.step_size
+    pr.accepted[pos] = chain.n_accepted
+    pr.reflections[pos] = chain.n_reflections
+    pr.divergent[pos] = chain.n_divergent
+    pr.next_index = pos + 1
+    pr.theta, pr.dt = chain.state.theta, chain.state.step_size
+    pr.rng_state = rng.bit_generator.state
+    return row
+
+
+__all__ = ["check_prior", "fit_reference", "one_way", "ti_streams"]

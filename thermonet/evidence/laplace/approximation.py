@@ -45,8 +45,8 @@ contributes its box width ``ln σ_j``, as does any coordinate whose Hessian row 
 Two ways to the eigenvalue sum (``method``):
 
 ``"dense"``
-    the exact Hessian (:func:`thermonet.evidence.curvature.hessian`; exact R-operator for the
-    built-in MLP) and a symmetric eigendecomposition (LAPACK ``syevr``). Error 0 (the result
+    the exact Hessian (:func:`thermonet.evidence.laplace.curvature.hessian`; exact R-operator
+    for the built-in MLP) and a symmetric eigendecomposition (LAPACK ``syevr``). Error 0 (the result
     is deterministic; the Laplace approximation itself is not).
 ``"slq"``
     stochastic Lanczos quadrature (Ubaru, Chen & Saad, SIAM J. Matrix Anal. Appl. 38, 1075
@@ -69,14 +69,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from thermonet.errors import ConfigError
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.curvature import DEFAULT_COLUMN_BLOCK, hessian, hvp, resolve_method
+from thermonet.evidence.laplace.curvature import DEFAULT_COLUMN_BLOCK, hessian, hvp, resolve_method
+from thermonet.evidence.laplace.slq import lanczos_nodes, mean_and_error, probe_estimates, slq_trace
 from thermonet.priors import BoxPrior
 from thermonet.types import BoolArray, FloatArray, IntArray
 
@@ -136,7 +136,7 @@ def laplace_evidence(potential: Any, theta0: Any, prior: BoxPrior, temperature: 
     potential : Potential
         ``E(theta)`` with its gradient; the built-in MLP gets an exact Hessian (R-operator),
         the Gaussian test system its analytic one, other potentials finite differences of the
-        gradient (see :mod:`thermonet.evidence.curvature`).
+        gradient (see :mod:`thermonet.evidence.laplace.curvature`).
     theta0 : array_like, shape (n_params,)
         A minimum of ``E`` inside the box (e.g. from :class:`thermonet.minimisers.rmin.RMin`
         with ``respect_box=True``).
@@ -212,10 +212,6 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
            *, bound: str = "scaled", box_width: float | None = None,
            column_block: int = DEFAULT_COLUMN_BLOCK, threads: int | None = None,
            eig_threads: int = 1) -> tuple[float, float]:
-    import scipy.linalg
-
-    from thermonet.kernels import threads as kt
-
     if bound not in _BOUNDS:
         raise ConfigError(f"bound = {bound!r}; expected one of {_BOUNDS}")
     t0 = time.perf_counter()
@@ -248,16 +244,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         # diag(σ) H diag(σ): the Hessian in the box's own units y_j = w_j / σ_j
         h *= sigma[:, None]
         h *= sigma[None, :]
-    with kt.limit(1, blas_threads=max(1, int(eig_threads))):
-        if h.shape[0] == 0:
-            lam, u = np.zeros(0), np.zeros((0, 0))
-        # h is exactly symmetric: its transpose is the Fortran-ordered array LAPACK works on
-        # in place (no copy of the d x d matrix)
-        elif want_vectors:
-            lam, u = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr")
-        else:
-            lam = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr",
-                                    eigvals_only=True)
+    lam, u = _eigh(h, want_vectors, eig_threads)
     del h
     t2 = time.perf_counter()
     details["eigh_s"] = t2 - t1
@@ -269,6 +256,7 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
         log_w: FloatArray | float = 0.0          # the unit cube is 1 wide along every axis
         log_units = float(np.sum(np.log(sigma)))
     elif want_vectors:
+        assert u is not None
         widths = np.abs(u).T @ sigma if u.size else np.zeros(0)
         del u
         log_w = np.log(widths)
@@ -295,6 +283,28 @@ def _dense(potential: Any, th: FloatArray, prior: BoxPrior, t: float, details: d
     return log_flat + log_units + float(np.sum(phi)), 0.0
 
 
+def _eigh(h: FloatArray, want_vectors: bool, eig_threads: int
+          ) -> tuple[FloatArray, FloatArray | None]:
+    """Eigenvalues (and with ``want_vectors`` eigenvectors) of the symmetric ``h``, which is
+    overwritten, on ``eig_threads`` BLAS threads."""
+    import scipy.linalg
+
+    from thermonet.kernels import threads as kt
+
+    u = None
+    with kt.limit(1, blas_threads=max(1, int(eig_threads))):
+        if h.shape[0] == 0:
+            lam, u = np.zeros(0), np.zeros((0, 0))
+        # h is exactly symmetric: its transpose is the Fortran-ordered array LAPACK works on
+        # in place (no copy of the d x d matrix)
+        elif want_vectors:
+            lam, u = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr")
+        else:
+            lam = scipy.linalg.eigh(h.T, overwrite_a=True, check_finite=False, driver="evr",
+                                    eigvals_only=True)
+    return lam, u
+
+
 def _zero_rows(h: FloatArray, step: int = 256) -> BoolArray:
     """Rows of ``h`` that are exactly zero, in row blocks (no d x d temporary)."""
     out = np.empty(h.shape[0], dtype=bool)
@@ -311,114 +321,6 @@ def _scalar_width(prior: BoxPrior, keep: IntArray, box_width: float | None) -> f
     if not (math.isfinite(bw) and bw > 0):
         raise ConfigError(f"box_width = {box_width}; expected a positive finite number")
     return bw
-
-
-# --------------------------------------------------------------------------------------------
-# Stochastic Lanczos quadrature
-# --------------------------------------------------------------------------------------------
-
-def _lanczos_quadrature(matvec: Callable[[FloatArray], FloatArray], d: int, n_probes: int,
-                        n_steps: int, seed: int) -> list[tuple[FloatArray, FloatArray]]:
-    """Gauss quadrature nodes (Ritz values) and weights ``tau^2`` of each probe's spectral
-    measure ``z^T δ(λ - A) z / |z|^2``, Rademacher ``z`` drawn from ``seed``."""
-    import scipy.linalg
-
-    n_probes = int(n_probes)
-    n_steps = min(int(n_steps), int(d))
-    if n_probes < 1 or n_steps < 1:
-        raise ConfigError(f"n_probes = {n_probes}, n_steps = {n_steps}; expected >= 1 each")
-    rng = np.random.default_rng(seed)
-    z = rng.choice(np.array([-1.0, 1.0]), size=(n_probes, d))
-    q = np.zeros((n_steps, n_probes, d))
-    alpha = np.zeros((n_probes, n_steps))
-    beta = np.zeros((n_probes, n_steps))
-    m_eff = np.full(n_probes, n_steps)
-    q[0] = z / math.sqrt(d)
-    active = np.ones(n_probes, dtype=bool)
-    for j in range(n_steps):
-        w = matvec(q[j])
-        a = np.einsum("kd,kd->k", w, q[j])
-        alpha[:, j] = np.where(active, a, 0.0)
-        if j == n_steps - 1:
-            break
-        w -= a[:, None] * q[j]
-        if j > 0:
-            w -= beta[:, j - 1][:, None] * q[j - 1]
-        # full reorthogonalisation against every earlier Lanczos vector (twice is enough)
-        for _ in range(2):
-            c = np.einsum("jkd,kd->jk", q[:j + 1], w)
-            w -= np.einsum("jk,jkd->kd", c, q[:j + 1])
-        b = np.linalg.norm(w, axis=1)
-        anorm = np.maximum(np.abs(alpha[:, :j + 1]).max(axis=1), 1e-300)
-        stop = active & (b <= 1e-12 * anorm)    # invariant subspace: the quadrature is exact
-        m_eff[stop] = j + 1
-        active &= ~stop
-        b = np.where(active, b, 0.0)
-        beta[:, j] = b
-        safe = np.where(b > 0, b, 1.0)
-        q[j + 1] = np.where(active[:, None], w / safe[:, None], 0.0)
-    nodes = []
-    for p in range(n_probes):
-        m = int(m_eff[p])
-        if m == 1:
-            nodes.append((alpha[p, :1].copy(), np.ones(1)))
-        else:
-            theta, y = scipy.linalg.eigh_tridiagonal(alpha[p, :m], beta[p, :m - 1])
-            nodes.append((theta, y[0] ** 2))
-    return nodes
-
-
-def _probe_estimates(nodes: list[tuple[FloatArray, FloatArray]], d: int,
-                     func: Callable[[FloatArray], FloatArray]) -> FloatArray:
-    return np.array([d * float(np.sum(tau2 * func(theta))) for theta, tau2 in nodes])
-
-
-def _mean_err(est: FloatArray) -> tuple[float, float]:
-    n = est.shape[0]
-    return float(np.mean(est)), (float(np.std(est, ddof=1) / math.sqrt(n)) if n > 1
-                                 else float("nan"))
-
-
-def slq_trace(matvec: Callable[[FloatArray], FloatArray], d: int,
-              func: Callable[[FloatArray], FloatArray], *, n_probes: int = 30,
-              n_steps: int = 80, seed: int = 0) -> tuple[float, float, FloatArray]:
-    """Stochastic Lanczos quadrature estimate of ``tr func(A)`` for a symmetric ``A``.
-
-    Parameters
-    ----------
-    matvec : callable
-        ``V (K, d) -> (K, d)`` whose row k is ``A @ V[k]``.
-    d : int
-        Dimension.
-    func : callable
-        Vectorised scalar function applied to the Ritz values.
-    n_probes : int
-        Rademacher probe vectors (all run in lockstep, one ``matvec`` call per step).
-    n_steps : int
-        Lanczos steps per probe (capped at d); full reorthogonalisation.
-    seed : int
-        Seed of the probes.
-
-    Returns
-    -------
-    mean : float
-        The estimate of ``tr func(A)``.
-    stderr : float
-        Standard error over the probes (NaN with one probe); the bias of the ``n_steps``-point
-        quadrature is not included.
-    per_probe : ndarray, shape (n_probes,)
-        The probes' estimates ``d * sum_k tau_k^2 func(theta_k)``.
-
-    Examples
-    --------
-    >>> a = np.diag(np.arange(1.0, 101.0))          # Rademacher probes: exact on a diagonal
-    >>> mean, err, _ = slq_trace(lambda v: v @ a, 100, np.log, n_probes=20, seed=1)
-    >>> bool(np.isclose(mean, np.sum(np.log(np.arange(1.0, 101.0)))))
-    True
-    """
-    est = _probe_estimates(_lanczos_quadrature(matvec, d, n_probes, n_steps, seed), d, func)
-    mean, err = _mean_err(est)
-    return mean, err, est
 
 
 def _flat_coordinates(potential: Any) -> tuple[BoolArray, BoolArray]:
@@ -481,10 +383,10 @@ def _slq(potential: Any, th: FloatArray, prior: BoxPrior, t: float, seed: int,
     def is_bounded(lam: FloatArray) -> FloatArray:
         return _phi(lam, log_w, t)[1].astype(np.float64)
 
-    nodes = _lanczos_quadrature(matvec, len(keep), n_probes, n_steps, seed)
-    mean, err = _mean_err(_probe_estimates(nodes, len(keep), phi))
-    nb, nb_err = _mean_err(_probe_estimates(nodes, len(keep), is_bounded))
-    nneg, nneg_err = _mean_err(_probe_estimates(nodes, len(keep),
+    nodes = lanczos_nodes(matvec, len(keep), n_probes, n_steps, seed)
+    mean, err = mean_and_error(probe_estimates(nodes, len(keep), phi))
+    nb, nb_err = mean_and_error(probe_estimates(nodes, len(keep), is_bounded))
+    nneg, nneg_err = mean_and_error(probe_estimates(nodes, len(keep),
                                                 lambda lam: (lam < 0).astype(np.float64)))
     ritz = np.concatenate([nd[0] for nd in nodes])
     details.update({

@@ -1,6 +1,6 @@
 """Classifiers compared by MacKay's evidence: the paper's M(1) and M(3) (or any registered
 ``mlp`` architectures) with Gaussian priors per layer, trained by
-:func:`~thermonet.evidence.mackay_classify.mackay_classifier` on a data set, each with its
+:func:`~thermonet.evidence.mackay.classify.mackay_classifier` on a data set, each with its
 log evidence, its terms and its test error (MacKay 1992b; beside the box-prior thermodynamic
 integration of Baldock & Marzari 2019, Sec. 4.2, this is a second, independent view of
 their model selection: different prior, Gaussian approximation of each basin).
@@ -91,9 +91,9 @@ def compare_classifiers(models: Sequence[Any], data: str = "D500", restarts: int
     architecture, or a ``(name, architecture)`` pair) on ``data``, ``restarts`` random starts
     each (the start of (model, r) is seeded by ``seed``, the model's name and r, so any
     subset reproduces). ``options`` go to
-    :func:`~thermonet.evidence.mackay_classify.mackay_classifier`."""
+    :func:`~thermonet.evidence.mackay.classify.mackay_classifier`."""
     from thermonet.data import load_data
-    from thermonet.evidence.mackay_classify import mackay_classifier
+    from thermonet.evidence.mackay.classify import mackay_classifier
     from thermonet.registry import get_architecture
 
     if int(restarts) < 1:
@@ -141,7 +141,7 @@ CLASSIFIER_HEADER = ("model", "restart", "log ev", "ln L(w_MP)", "Occam w", "Occ
 
 def format_classifiers(rows: Sequence[ClassifierRow]) -> str:
     """The comparison as a fixed-width text table, one line per network."""
-    from thermonet.evidence.mackay_sweep import fixed_width
+    from thermonet.evidence.mackay.sweep import fixed_width
 
     return fixed_width(CLASSIFIER_HEADER, rows,
                        lambda r: [f"{r.model:>10}", f"{r.restart:>10d}"],

@@ -1,7 +1,7 @@
 """Level 1 of MacKay's framework: ``w_MP``, the minimum of ``M(w)`` at fixed hyperparameters,
-and the factorised Hessian ``A`` there (:mod:`thermonet.evidence.factorised`).
+and the factorised Hessian ``A`` there (:mod:`thermonet.evidence.mackay.factorised`).
 
-Small networks (up to :data:`~thermonet.evidence.factorised.EIGH_MAX` parameters, or
+Small networks (up to :data:`~thermonet.evidence.mackay.factorised.EIGH_MAX` parameters, or
 ``factorisation = "eigh"``) are minimised by a trust-region Newton method on the exact Hessian
 (``trust-exact``, which also leaves saddles along negative curvature), from the start up to
 :data:`TRUST_FIRST_MAX` parameters and after L-BFGS above; larger ones, whose dense Hessian
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.evidence.curvature import hessian, hvp, resolve_method
-from thermonet.evidence.factorised import EIGH_MAX, Factorised, factorise
+from thermonet.evidence.laplace.curvature import hessian, hvp, resolve_method
+from thermonet.evidence.mackay.factorised import EIGH_MAX, Factorised, factorise
 from thermonet.types import FloatArray
 
 #: up to this many parameters the trust-region method runs from the start; above it (and up
@@ -68,7 +68,7 @@ def factor_at(potential: Any, theta: FloatArray, method: str = "auto",
     """The Hessian of ``potential`` at ``theta``, factorised (``"slq"``: estimated from
     Hessian-vector products with the same 32 probes every time, never formed)."""
     if factorisation == "slq":
-        from thermonet.evidence.slq import stochastic_factorise
+        from thermonet.evidence.mackay.stochastic import stochastic_factorise
 
         def matvec(v: FloatArray) -> FloatArray:
             return hvp(potential, theta, v, method=method)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.reference import F0_KINDS
+from thermonet.evidence.ti.reference import F0_KINDS
 from thermonet.types import FloatArray
 
 METHODS = ("converged", "paper")
@@ -68,7 +68,7 @@ class TIConfig:
     both_directions : bool
         Sweep both ways with one reference and report the midpoint, with the hysteresis
         between the two and an error bar that includes the work dissipated by the sweeps
-        (:mod:`thermonet.evidence.ti_pair`; twice the cost). Not with ``reverse``.
+        (:mod:`thermonet.evidence.ti.pair`; twice the cost). Not with ``reverse``.
     uniform_threshold : float
         With ``reference="box"``, direction i is uniform (``k_i = 0``) when the root-mean-square
         displacement from the minimum, ``sqrt(<(w_i - w0_i)²>)``, exceeds this fraction of the

@@ -11,8 +11,8 @@ import numpy as np
 
 from thermonet.api import Potential
 from thermonet.errors import ConfigError, ConvergenceError
-from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti_config import TIConfig
+from thermonet.evidence.ti.config import TIConfig
+from thermonet.evidence.ti.reference import Reference
 from thermonet.types import FloatArray
 
 

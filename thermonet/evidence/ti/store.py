@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import CheckpointMismatchError
-from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti_config import TIConfig
+from thermonet.evidence.ti.config import TIConfig
+from thermonet.evidence.ti.reference import Reference
 from thermonet.io.atomic import write_h5
 from thermonet.io.h5 import open_h5, write_header
 from thermonet.types import FloatArray

@@ -11,14 +11,15 @@ builds M(3)'s 13,970 columns in 18 s, a product with a few vectors takes millise
 * the CG coefficients are those of the Lanczos process started at ``z_j / |z_j|``: its
   tridiagonal ``T_j`` (eigenvalues ``theta_i``, first components ``tau_i``) gives Gauss
   quadrature of ``z_j^T ln(A) z_j ~ |z_j|^2 sum_i tau_i^2 ln theta_i`` (Ubaru, Chen & Saad,
-  SIAM J. Matrix Anal. Appl. 38, 1075 (2017)), and ``ln det A = tr ln A`` is their mean;
+  SIAM J. Matrix Anal. Appl. 38, 1075 (2017)), and ``ln det A = tr ln A`` is their mean
+  (:mod:`thermonet.evidence.laplace.slq`, the Laplace evidence's estimator too);
 * ``E[z z^T] = I``, so ``z_j * x_j`` (element by element) estimates ``diag(A^-1)`` without
   bias, and its sum over a group the group's ``Tr_c(A^-1)`` (Hutchinson 1989).
 
 Both come with their standard errors over the probes. A non-positive curvature ``p^T A p``
 met by CG, or a non-positive Ritz value, means ``A`` is not positive definite.
 :func:`stochastic_factorise` returns a
-:class:`~thermonet.evidence.factorised.Factorised` whose ``log_det`` and ``diag_inverse``
+:class:`~thermonet.evidence.mackay.factorised.Factorised` whose ``log_det`` and ``diag_inverse``
 are these estimates, so the framework runs unchanged on it (``factorisation = "slq"``).
 """
 
@@ -32,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.factorised import Factorised
+from thermonet.evidence.laplace.slq import cg_nodes, trace_estimate
+from thermonet.evidence.mackay.factorised import Factorised
 from thermonet.types import FloatArray
 
 __all__ = ["Stochastic", "stochastic_factorise"]
@@ -130,22 +132,6 @@ def _cg(matvec: Callable[[FloatArray], FloatArray], b: FloatArray, tol: float, m
     return x, alphas, betas, positive
 
 
-def _quadrature(alphas: list[FloatArray], betas: list[FloatArray], j: int
-                ) -> tuple[FloatArray, FloatArray]:
-    """Ritz values and squared first components of row ``j``'s Lanczos tridiagonal, from its
-    CG coefficients (Saad 2003, Sec. 6.7.3)."""
-    a = np.array([al[j] for al in alphas])
-    b = np.array([be[j] for be in betas])
-    k = int(np.sum(np.isfinite(a)))
-    a, b = a[:k], b[:k]
-    diag = 1.0 / a
-    diag[1:] += b[:-1] / a[:-1]
-    off = np.sqrt(b[:-1]) / a[:-1]
-    t = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
-    theta, u = np.linalg.eigh(t)
-    return theta, u[0] ** 2
-
-
 def stochastic_factorise(matvec: Callable[[FloatArray], FloatArray], d: int, *,
                          n_probes: int = 32, seed: Any = 0, tol: float = 1e-6,
                          max_iter: int = 1000) -> Stochastic:
@@ -164,19 +150,21 @@ def stochastic_factorise(matvec: Callable[[FloatArray], FloatArray], d: int, *,
         return matvec(v)
 
     x, alphas, betas, positive = _cg(counted, z, tol, max_iter)
-    logs = np.full(z.shape[0], math.nan)
+    log_det = log_det_error = math.nan
     ritz_min = math.inf
     if positive and alphas:
+        nodes = []
         for j in range(z.shape[0]):
-            theta, w = _quadrature(alphas, betas, j)
+            theta, w = cg_nodes(alphas, betas, j)
             ritz_min = min(ritz_min, float(theta[0]))
             if theta[0] <= 0:
                 positive = False
                 break
-            logs[j] = float(d) * float(np.sum(w * np.log(theta)))     # |z|^2 = d
+            nodes.append((theta, w))
+        if positive:
+            log_det, log_det_error, _ = trace_estimate(nodes, int(d), np.log)
     prods = z * x
     return Stochastic(
-        "slq", bool(positive), log_det_estimate=float(np.mean(logs)),
-        log_det_error=float(np.std(logs, ddof=1) / math.sqrt(logs.shape[0])),
+        "slq", bool(positive), log_det_estimate=log_det, log_det_error=log_det_error,
         diag_inv_estimate=prods.mean(axis=0), probes=prods, ritz_min=ritz_min,
         n_products=count[0], matvec=matvec, tol=tol, max_iter=max_iter)

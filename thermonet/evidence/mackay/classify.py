@@ -6,9 +6,10 @@ The objective is ``M(w) = G(w) + sum_i prec_i w_i^2 / 2`` with ``G = -ln p(D|w)`
 cross-entropy of the network (the ``mlp`` architecture's potential: softmax outputs; or any
 potential whose energy is ``-ln p(D|w)`` and which has ``logits(theta, x)``), ``prec_i =
 alpha_c`` on group c. :class:`GaussianPriorClassifier` presents it with the interface of
-:mod:`thermonet.evidence.mackay`, so :func:`~thermonet.evidence.mackay.reestimate` runs the
-same level-2a cycle (``alpha_c <- gamma_c / (2 E_W,c)``, no ``beta``) and reports the same
-terms, with the best-fit likelihood ``-G(w_MP)``.
+:mod:`thermonet.evidence.mackay.framework`, so
+:func:`~thermonet.evidence.mackay.framework.reestimate` runs the same level-2a cycle
+(``alpha_c <- gamma_c / (2 E_W,c)``, no ``beta``) and reports the same terms, with the best-fit
+likelihood ``-G(w_MP)``.
 
 Moderated outputs (MacKay 1992b, Sec. 3): under the Gaussian posterior ``N(w_MP, A^-1)`` and
 the linearisation ``a(w) = a_MP + g^T (w - w_MP)`` the activation ``a`` of a logistic output
@@ -40,8 +41,13 @@ import numpy as np
 from thermonet.api import Potential, as_theta
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel
 from thermonet.errors import ConfigError
-from thermonet.evidence.curvature import hessian as dense_hessian
-from thermonet.evidence.mackay import MacKayResult, jacobian, log_symmetry_factor, reestimate
+from thermonet.evidence.laplace.curvature import hessian as dense_hessian
+from thermonet.evidence.mackay.framework import (
+    MacKayResult,
+    jacobian,
+    log_symmetry_factor,
+    reestimate,
+)
 from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.types import FloatArray
 
@@ -216,8 +222,8 @@ def mackay_classifier(arch: Any, data: Any, *, seed: int = 0, init_std: float = 
     """MacKay's classification framework for an ``mlp`` architecture on ``data`` (``.x``,
     integer ``.y``): one ``alpha_c`` per group of ``groups`` (default: each layer's weights
     and each layer's biases, ``arch.param_groups()``), random starting weights ``N(0,
-    init_std^2)`` from ``seed``, then :func:`~thermonet.evidence.mackay.reestimate` with the
-    architecture's symmetry factor (the hidden units' permutations and, for tanh, sign
+    init_std^2)`` from ``seed``, then :func:`~thermonet.evidence.mackay.framework.reestimate` with
+    the architecture's symmetry factor (the hidden units' permutations and, for tanh, sign
     flips). ``curvature``: see :class:`GaussianPriorClassifier`. ``options`` go to
     ``reestimate``."""
     if not (alpha0 > 0 and math.isfinite(alpha0)):

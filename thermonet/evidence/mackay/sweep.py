@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.mackay import mackay_evidence
+from thermonet.evidence.mackay.framework import mackay_evidence
 from thermonet.kernels.threads import blas_single
 
 __all__ = ["SweepRow", "fixed_width", "format_table", "mackay_sweep", "parse_hidden",
@@ -73,7 +73,7 @@ def mackay_sweep(hidden: Sequence[int], restarts: int = 3, *, seed: int = 0,
     """MacKay's framework for ``mlp-regression`` networks of each width in ``hidden`` (one
     hidden layer, three weight groups), ``restarts`` random starts each; the start of
     (H, r) is seeded by ``seed``, H and r, so any subset of the sweep reproduces.
-    ``options`` go to :func:`thermonet.evidence.mackay.reestimate`."""
+    ``options`` go to :func:`thermonet.evidence.mackay.framework.reestimate`."""
     from thermonet.data import load_data
     from thermonet.registry import get_architecture
 

@@ -22,7 +22,7 @@ network has an exact, compiled one at any depth: a closed form for one hidden la
 (:mod:`thermonet.kernels.mlp_hessian`); ``hessian_method="fd"`` asks for central
 differences of the gradient instead.
 
-A classifier (:mod:`thermonet.evidence.mackay_classify`) has no ``half_sse`` and no noise
+A classifier (:mod:`thermonet.evidence.mackay.classify`) has no ``half_sse`` and no noise
 level: its ``likelihood_energy`` is the cross-entropy ``-ln p(D|w)``, which then plays the part
 of ``E_D`` in the best-fit likelihood.
 
@@ -78,9 +78,9 @@ from typing import Any
 import numpy as np
 
 from thermonet.errors import ConfigError
-from thermonet.evidence.curvature import resolve_method
-from thermonet.evidence.factorised import METHODS, Factorised
-from thermonet.evidence.mackay_level1 import level1
+from thermonet.evidence.laplace.curvature import resolve_method
+from thermonet.evidence.mackay.factorised import METHODS, Factorised
+from thermonet.evidence.mackay.level1 import level1
 from thermonet.types import FloatArray, IntArray
 
 __all__ = ["MacKayResult", "evaluate_at", "jacobian", "log_symmetry_factor",
@@ -199,41 +199,24 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
     max_step : float
         Largest change of any ``ln alpha_c``/``ln beta`` in one cycle.
     hessian_method : {"auto", "fd", "analytic", "rop"}
-        The Hessian ``A`` (:func:`thermonet.evidence.curvature.hessian`): "auto" takes the
+        The Hessian ``A`` (:func:`thermonet.evidence.laplace.curvature.hessian`): "auto" takes the
         potential's exact one (``mlp-regression``: the compiled closed form, "analytic", for
         one hidden layer, the R-operator, "rop", for more), "fd" central differences of the
         gradient.
     factorisation : {"auto", "eigh", "cholesky", "slq"}
-        How ``A`` is factorised (:func:`thermonet.evidence.factorised.factorise`; "auto":
+        How ``A`` is factorised (:func:`thermonet.evidence.mackay.factorised.factorise`; "auto":
         the eigendecomposition up to 4,000 parameters, the Cholesky factor above; "slq":
         never formed, ``ln det A`` and the group traces of ``A^-1`` estimated from
-        Hessian-vector products, :mod:`thermonet.evidence.slq`; no error bars on outputs).
+        Hessian-vector products, :mod:`thermonet.evidence.mackay.stochastic`; no error bars on
+        outputs).
     on_cycle : callable, optional
         Called with each cycle's record (``history``) as it ends: progress on long work.
     """
-    resolve_method(potential, hessian_method)
-    if factorisation not in (*METHODS, "slq"):
-        raise ConfigError(f"factorisation = {factorisation!r}; expected one of "
-                          f"{(*METHODS, 'slq')}")
-    d = int(potential.n_params)
-    th = np.array(theta0, dtype=np.float64).ravel()
-    if th.shape != (d,) or not np.all(np.isfinite(th)):
-        raise ConfigError(f"theta0 has shape {np.shape(theta0)}; expected {d} finite numbers")
-    if int(max_iter) < 1 or not (tol > 0):
-        raise ConfigError(f"max_iter = {max_iter}, tol = {tol}; expected max_iter >= 1 and "
-                          "tol > 0")
-    names, idx, scales, unknown_noise = _hyper_layout(potential)
+    th, hyper, (names, idx, scales, unknown_noise) = _start(
+        potential, theta0, hyper0, max_iter=max_iter, tol=tol, hessian_method=hessian_method,
+        factorisation=factorisation)
     n_groups = len(names)
-    if hyper0 is None:
-        hyper = np.array([*_current_alpha(potential, idx, scales),
-                          *([potential.tau] if unknown_noise else [])], dtype=np.float64)
-    else:
-        hyper = np.array(hyper0, dtype=np.float64).ravel()
     want = n_groups + unknown_noise
-    if hyper.shape != (want,) or not np.all(np.isfinite(hyper)) or np.any(hyper <= 0):
-        raise ConfigError(f"hyper0 = {hyper0!r}; expected {want} positive precisions "
-                          f"({', '.join(names + (['noise'] if unknown_noise else []))})")
-    nk = int(potential.n_residuals)
     history: list[dict[str, Any]] = []
     converged = False
     it = 0
@@ -247,26 +230,9 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
         # floored (the final point must be a minimum, or the result has no evidence)
         saddle = not fac.positive_definite
         well = 1.0 - potential.prec * fac.diag_inverse(floored=saddle)
-        new = hyper.copy()
-        clipped = saddle
-        for c in range(n_groups):
-            e_w = 0.5 * scales[c] * float(np.sum(th[idx[c]] ** 2))
-            # far from the fixed point the Hessian of E_D may be indefinite and gamma_c
-            # fall outside [0, k_c]: the step is then clipped (the fixed point is unchanged)
-            k_c = float(idx[c].shape[0])
-            g_c = float(np.clip(np.sum(well[idx[c]]), 1e-3, k_c))
-            clipped |= g_c != float(np.sum(well[idx[c]]))
-            new[c] = g_c / (2.0 * e_w) if e_w > 0 else math.inf
-        if unknown_noise:
-            e_d = float(potential.half_sse(th))
-            g_all = float(np.clip(np.sum(well), 0.0, nk - 1e-3))
-            clipped |= g_all != float(np.sum(well))
-            new[-1] = (nk - g_all) / (2.0 * e_d) if e_d > 0 else math.inf
-        with np.errstate(divide="ignore"):
-            log_new = np.log(np.maximum(new, 1e-300))
-        # at most a factor e^max_step per cycle: re-estimation from a poor start can overshoot
-        log_new = np.clip(log_new, np.log(hyper) - max_step, np.log(hyper) + max_step)
-        log_new = np.clip(log_new, -max_log_hyper, max_log_hyper)
+        new, clipped = _reestimated(potential, th, hyper, well, idx, scales, unknown_noise)
+        clipped |= saddle
+        log_new = _bounded_log(new, hyper, max_step, max_log_hyper)
         change = float(np.max(np.abs(log_new - np.log(hyper)))) if want else 0.0
         history.append({"iter": it, "hyper": hyper.tolist(), "gamma": float(np.sum(well)),
                         "energy": float(potential.energy(th)), "change": change,
@@ -282,6 +248,71 @@ def reestimate(potential: Any, theta0: Any, hyper0: Any = None, *, max_iter: int
     th, fac = level1(potential, th, *options)
     return _evaluate(potential, th, hyper, fac, names, idx, scales, unknown_noise,
                      log_symmetry, it, converged, history)
+
+
+def _start(potential: Any, theta0: Any, hyper0: Any, *, max_iter: int, tol: float,
+           hessian_method: str, factorisation: str
+           ) -> tuple[FloatArray, FloatArray, tuple[list[str], list[IntArray], list[float], bool]]:
+    """The checked starting weights and hyperparameters of :func:`reestimate`, and the
+    potential's hyperparameter layout (:func:`_hyper_layout`)."""
+    resolve_method(potential, hessian_method)
+    if factorisation not in (*METHODS, "slq"):
+        raise ConfigError(f"factorisation = {factorisation!r}; expected one of "
+                          f"{(*METHODS, 'slq')}")
+    d = int(potential.n_params)
+    th = np.array(theta0, dtype=np.float64).ravel()
+    if th.shape != (d,) or not np.all(np.isfinite(th)):
+        raise ConfigError(f"theta0 has shape {np.shape(theta0)}; expected {d} finite numbers")
+    if int(max_iter) < 1 or not (tol > 0):
+        raise ConfigError(f"max_iter = {max_iter}, tol = {tol}; expected max_iter >= 1 and "
+                          "tol > 0")
+    names, idx, scales, unknown_noise = _hyper_layout(potential)
+    if hyper0 is None:
+        hyper = np.array([*_current_alpha(potential, idx, scales),
+                          *([potential.tau] if unknown_noise else [])], dtype=np.float64)
+    else:
+        hyper = np.array(hyper0, dtype=np.float64).ravel()
+    want = len(names) + unknown_noise
+    if hyper.shape != (want,) or not np.all(np.isfinite(hyper)) or np.any(hyper <= 0):
+        raise ConfigError(f"hyper0 = {hyper0!r}; expected {want} positive precisions "
+                          f"({', '.join(names + (['noise'] if unknown_noise else []))})")
+    return th, hyper, (names, idx, scales, unknown_noise)
+
+
+def _reestimated(potential: Any, th: FloatArray, hyper: FloatArray, well: FloatArray,
+                 idx: list[IntArray], scales: list[float], unknown_noise: bool
+                 ) -> tuple[FloatArray, bool]:
+    """One level-2a update (MacKay eqs. 8-9): ``alpha_c = gamma_c / (2 E_W,c)`` per group and
+    ``beta = (N K - gamma) / (2 E_D)``, from the well-determined fraction ``well`` of every
+    parameter; and whether a ``gamma`` had to be clipped."""
+    nk = int(potential.n_residuals)
+    new = hyper.copy()
+    clipped = False
+    for c in range(len(idx)):
+        e_w = 0.5 * scales[c] * float(np.sum(th[idx[c]] ** 2))
+        # far from the fixed point the Hessian of E_D may be indefinite and gamma_c
+        # fall outside [0, k_c]: the step is then clipped (the fixed point is unchanged)
+        k_c = float(idx[c].shape[0])
+        g_c = float(np.clip(np.sum(well[idx[c]]), 1e-3, k_c))
+        clipped |= g_c != float(np.sum(well[idx[c]]))
+        new[c] = g_c / (2.0 * e_w) if e_w > 0 else math.inf
+    if unknown_noise:
+        e_d = float(potential.half_sse(th))
+        g_all = float(np.clip(np.sum(well), 0.0, nk - 1e-3))
+        clipped |= g_all != float(np.sum(well))
+        new[-1] = (nk - g_all) / (2.0 * e_d) if e_d > 0 else math.inf
+    return new, clipped
+
+
+def _bounded_log(new: FloatArray, hyper: FloatArray, max_step: float, max_log_hyper: float
+                 ) -> FloatArray:
+    """``ln`` of the re-estimated hyperparameters, at most ``max_step`` from ``ln hyper`` and
+    at most ``max_log_hyper`` in size."""
+    with np.errstate(divide="ignore"):
+        log_new = np.log(np.maximum(new, 1e-300))
+    # at most a factor e^max_step per cycle: re-estimation from a poor start can overshoot
+    log_new = np.clip(log_new, np.log(hyper) - max_step, np.log(hyper) + max_step)
+    return np.clip(log_new, -max_log_hyper, max_log_hyper)
 
 
 def evaluate_at(potential: Any, theta0: Any, hyper: Any, *, lbfgs_iter: int = 5000,

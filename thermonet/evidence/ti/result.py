@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti_config import TIConfig
-from thermonet.evidence.ti_errors import sweep_error
-from thermonet.evidence.ti_store import Progress
+from thermonet.evidence.ti.config import TIConfig
+from thermonet.evidence.ti.reference import Reference
+from thermonet.evidence.ti.store import Progress
+from thermonet.evidence.ti.sweep_error import sweep_error
 from thermonet.types import FloatArray, IntArray
 
 

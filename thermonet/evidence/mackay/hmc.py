@@ -11,7 +11,7 @@ errors from batch means. For a model linear in its parameters the two are the sa
 distribution, so they must agree within those errors; for a network the difference measures
 the Gaussian approximation.
 
-For a classifier (:class:`~thermonet.evidence.mackay_classify.GaussianPriorClassifier`, no
+For a classifier (:class:`~thermonet.evidence.mackay.classify.GaussianPriorClassifier`, no
 ``beta``) :func:`sampled_class_probabilities` is the counterpart of MacKay's moderated outputs:
 the same HMC draws at the result's ``alpha_c``, and the posterior predictive class
 probabilities as the mean over the draws of the softmax of the logits (the logistic function
@@ -30,7 +30,7 @@ import numpy as np
 
 from thermonet import registry
 from thermonet.errors import ConfigError
-from thermonet.evidence.mackay import MacKayResult
+from thermonet.evidence.mackay.framework import MacKayResult
 from thermonet.types import FloatArray
 
 __all__ = ["SampledClassProbabilities", "SampledPredictive", "sampled_class_probabilities",
@@ -134,7 +134,7 @@ def sampled_class_probabilities(result: MacKayResult, potential: Any, x: Any, *,
                                 ) -> SampledClassProbabilities:
     """HMC draws of ``exp(-M(w))`` at the result's ``alpha_c`` (held fixed) and the mean over
     ``n_draws`` transitions after ``burn`` of the class probabilities at ``x``: the Bayesian
-    posterior predictive that :func:`~thermonet.evidence.mackay_classify.moderated_outputs`
+    posterior predictive that :func:`~thermonet.evidence.mackay.classify.moderated_outputs`
     approximates. ``potential``: the classifier the result was computed on (``outputs`` are
     the logits). Settings as :func:`sampled_predictive`; per-draw probabilities are summed
     into ``n_batches`` batches as they come, so memory does not grow with ``n_draws``.

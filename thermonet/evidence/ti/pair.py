@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from thermonet.evidence._result import EvidenceResult
-from thermonet.evidence.reference import Reference
-from thermonet.evidence.ti import fit_reference, thermodynamic_integration, ti_streams
-from thermonet.evidence.ti_config import TIConfig
+from thermonet.evidence.ti.config import TIConfig
+from thermonet.evidence.ti.reference import Reference
+from thermonet.evidence.ti.sweep import fit_reference, one_way, ti_streams
 
 log = logging.getLogger(__name__)
 
@@ -108,29 +108,29 @@ def bidirectional_ti(potential: Any, theta0: Any, prior: Any, config: TIConfig, 
                      ) -> EvidenceResult:
     """TI forward and in reverse from ``theta0``; the midpoint and the hysteresis.
 
-    Same arguments as :func:`thermonet.evidence.ti.thermodynamic_integration` (``config``
-    with or without ``both_directions``; that function calls this one when it is set). With
-    ``run_dir`` the shared reference is stored there and each sweep checkpoints in its own
-    subdirectory (``forward``, ``reverse``), so a second call resumes bit for bit.
+    Same arguments as :func:`thermonet.evidence.ti.integration.thermodynamic_integration`
+    (``config`` with or without ``both_directions``; that function calls this one when it is
+    set). With ``run_dir`` the shared reference is stored there and each sweep checkpoints in its
+    own subdirectory (``forward``, ``reverse``), so a second call resumes bit for bit.
     ``progress`` sees the forward sweep's points, then the reverse sweep's. Returns the
     combined result (:func:`combine`); ``details`` holds both sweeps.
     """
-    one_way = dataclasses.replace(config, both_directions=False, reverse=False)
+    single = dataclasses.replace(config, both_directions=False, reverse=False)
     path = None if run_dir is None else Path(run_dir)
     if reference is None:
         ref_path = None if path is None else path / REFERENCE_FILE
         if ref_path is not None and ref_path.is_file():
             reference = Reference.load(ref_path)
         else:
-            reference = fit_reference(potential, theta0, prior, one_way, ti_streams(seed)[0])
+            reference = fit_reference(potential, theta0, prior, single, ti_streams(seed)[0])
             if ref_path is not None:
                 ref_path.parent.mkdir(parents=True, exist_ok=True)
                 reference.save(ref_path)
     results = []
-    for name, cfg, s in (("forward", one_way, seed),
-                         ("reverse", dataclasses.replace(one_way, reverse=True),
+    for name, cfg, s in (("forward", single, seed),
+                         ("reverse", dataclasses.replace(single, reverse=True),
                           reverse_seed(seed))):
-        results.append(thermodynamic_integration(
+        results.append(one_way(
             potential, theta0, prior, cfg, seed=s, reference=reference,
             run_dir=None if path is None else path / name, progress=progress))
     return combine(results[0], results[1])
