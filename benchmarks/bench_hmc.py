@@ -81,8 +81,7 @@ import sys
 import tempfile
 import time
 
-from harness import (WIDTHS, calibrate, cpu_model, fmt, limit_blas, make_data,
-                     timed_loop, versions)
+from harness import WIDTHS, calibrate, cpu_model, fmt, limit_blas, make_data, timed_loop, versions
 
 SIZES = (50, 500, 5000)
 L_STEPS = 100
@@ -152,10 +151,9 @@ def setup_thermonet(args):
 
     from thermonet.architectures.mlp import M3
     from thermonet.kernels import leapfrog as lf
+    from thermonet.kernels import mlp as km
     from thermonet.priors import BoxPrior
     from thermonet.samplers.hmc import HMC
-
-    from thermonet.kernels import mlp as km
 
     numba.set_num_threads(1)
 

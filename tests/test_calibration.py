@@ -1,4 +1,4 @@
-"""The measured choice of the matrix-product backend (thermonet/kernels/calibration.py,
+"""The measured choice of the matrix-product backend (thermonet/kernels/matmul/calibration.py,
 backend.py): what is measured, the per-machine cache (hit, miss, corrupt, unwritable, key),
 THERMONET_BLAS and resume precedence, the record in a run and `thermonet calibrate`.
 
@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from thermonet.cli import main
 from thermonet.io import checkpoint as ckpt
-from thermonet.kernels import backend, calibration
+from thermonet.kernels.matmul import backend, calibration
 
 from .test_runner import GAUSS
 
@@ -159,7 +159,7 @@ def test_key_changes_with_cpu_and_library_versions(monkeypatch):
     monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+avx512f,-prefer-256-bit")
     assert calibration.machine_key("MKL 1")["compiled_avx512"] is True
     # the own products' source is part of the key (a changed gemm.py is measured again)
-    from thermonet.kernels import gemm
+    from thermonet.kernels.matmul import gemm
 
     with open(gemm.__file__, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()[:16]
@@ -211,7 +211,7 @@ def test_cache_dir_follows_the_platform_conventions(monkeypatch):
 
 _PROBE = r"""
 import json, sys
-from thermonet.kernels import backend
+from thermonet.kernels.matmul import backend
 if len(sys.argv) > 1:
     print(json.dumps({"pinned": backend.pin(sys.argv[1], "test")}))
 print(json.dumps(backend.choice()))

@@ -9,7 +9,7 @@
 * serial == parallel, bitwise, for data sizes that are not a multiple of the block size, for
   both reduction paths of the parallel kernel and both dtypes;
 * :func:`thermonet.kernels.threads.limit` capping BLAS threads;
-* the fixed-order sums of :mod:`thermonet.kernels.reduce`: their order, bit for bit, and
+* the fixed-order sums of :mod:`thermonet.kernels.matmul.reduce`: their order, bit for bit, and
   their accuracy.
 """
 
@@ -23,9 +23,11 @@ import pytest
 
 from thermonet.architectures.mlp import M3, MLP, M3Star
 from thermonet.kernels import elementwise as ke
-from thermonet.kernels import jit, reduce
+from thermonet.kernels import jit
 from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_parallel as kp
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import reduce
 
 #: the exp accuracy claims hold with fastmath off (the default); THERMONET_FASTMATH=1 lets LLVM
 #: reassociate the range reduction (measured: 2.4e-14 relative, see mlp.py)
@@ -284,9 +286,9 @@ def test_parallel_kernel_independent_of_thread_count_directly(rng):
                 numba.set_num_threads(t)
                 try:
                     g_p = np.full(n_p, np.nan)
-                    e_p = k.loss_and_grad_parallel(theta, widths, 0, x, y, block, n_slots,
-                                                   np.empty((min(n_slots, nb), ws)),
-                                                   np.full((nb, n_p), np.nan), g_p)
+                    e_p = kp.loss_and_grad_parallel(theta, widths, 0, x, y, block, n_slots,
+                                                    np.empty((min(n_slots, nb), ws)),
+                                                    np.full((nb, n_p), np.nan), g_p)
                 finally:
                     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
                 assert e_p == e_s

@@ -188,7 +188,7 @@ def test_loss_and_kick_puts_the_gradient_into_the_momenta(rng, widths, logistic,
     ``p - kick * gradient``: bitwise with ``np.dot``, to the rounding of MKL's accumulating
     product otherwise. With one block (n = 37) the gradient never reaches ``grad`` (left
     NaN: the direct path ran); with several blocks it is computed there and used."""
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     arch = MLP(widths[0], widths[1:-1], widths[-1], "logistic" if logistic else "linear")
     x, y = _random_problem(rng, widths, n)

@@ -23,10 +23,11 @@ from thermonet.api.architecture import (
     mlp_unit_symmetries,
 )
 from thermonet.errors import ConfigError, DataError
-from thermonet.kernels import blas, configure
+from thermonet.kernels import configure
 from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_parallel as kp
 from thermonet.kernels import threads as kt
+from thermonet.kernels.matmul import blas
 from thermonet.types import FloatArray, IntArray
 
 OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
@@ -35,7 +36,7 @@ HIDDEN_ACTIVATIONS = {"logistic": 0, "tanh": k.HIDDEN_TANH}
 # With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
 # thermonet's own parallelism (docs/performance.md); with thermonet's own products a strided
 # operand still falls back to np.dot, so the same cap applies. MKL runs in its sequential layer
-# (thermonet/kernels/blas.py), so no cap is needed and the context is skipped.
+# (thermonet/kernels/matmul/blas.py), so no cap is needed and the context is skipped.
 _blas_cap = kt.blas_single if blas.BACKEND in ("numpy", "own") else contextlib.nullcontext
 _PAR_BLAS_THREADS = 1 if blas.BACKEND in ("numpy", "own") else None
 

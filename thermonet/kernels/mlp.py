@@ -29,7 +29,8 @@ Blocks
 ------
 The data set is processed in blocks of ``block`` rows. Each block's gradient is a separate
 partial sum, and partials are added in block order. The serial kernel
-(:func:`loss_and_grad`) and the threaded one (:func:`loss_and_grad_parallel`) perform exactly
+(:func:`loss_and_grad`) and the threaded one
+(:func:`thermonet.kernels.mlp_parallel.loss_and_grad_parallel`) perform exactly
 the same floating-point operations in the same order, so their results are bitwise identical
 for any number of threads. The block size is part of the numerical recipe; the thread count is
 not.
@@ -42,7 +43,7 @@ allocated inside a sampling loop. (The only allocation per block is a float64 ar
 
 Speed (docs/performance.md)
 ---------------------------
-The matrix products go through :func:`thermonet.kernels.blas.gemm`: Intel MKL, ``np.dot``
+The matrix products go through :func:`thermonet.kernels.matmul.blas.gemm`: Intel MKL, ``np.dot``
 (SciPy's OpenBLAS) or thermonet's own register-blocked products, whichever was measured fastest
 here, in layouts each handles well (with OpenBLAS the small weight matrices above the first
 layer are transposed into scratch for the forward products, with thermonet's own products
@@ -60,11 +61,11 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels.blas import BACKEND as _BLAS_BACKEND
-from thermonet.kernels.blas import gemm, gemm_acc
 from thermonet.kernels.elementwise import ONE_F, add_bias, sigmoid_inplace, tanh_inplace
 from thermonet.kernels.jit import kernel
 from thermonet.kernels.losses import block_data_term
+from thermonet.kernels.matmul.blas import BACKEND as _BLAS_BACKEND
+from thermonet.kernels.matmul.blas import gemm, gemm_acc
 
 LINEAR = 0
 LOGISTIC = 1
@@ -242,7 +243,7 @@ def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking, kic
 
     With ``kicking`` true (float64 only) ``grad`` is instead the momentum vector ``p`` and
     receives ``p -= kick * gradient`` directly: the weight gradients are accumulated into ``p``
-    by the matrix products (:func:`thermonet.kernels.blas.gemm_acc`) and the bias gradients
+    by the matrix products (:func:`thermonet.kernels.matmul.blas.gemm_acc`) and the bias gradients
     (column sums, formed in scratch at the end of ``work``) are subtracted afterwards. The
     gradient itself is never written to memory, which saves the leapfrog pass two streams
     over the parameters (docs/performance.md).
@@ -447,15 +448,3 @@ def predict_logits(theta, widths, out_act, x, block, work, logits_out):
             for c in range(n_cls):
                 logits_out[r0 + r, c] = logits[r, c]
 
-
-_MOVED = {"loss_and_grad_parallel", "loss_batch", "loss_and_grad_batch",
-          "loss_and_grad_batch_parallel"}
-
-
-def __getattr__(name: str):
-    # the batched and threaded kernels live in kernels.mlp_parallel; this keeps their old path
-    if name in _MOVED:
-        from thermonet.kernels import mlp_parallel
-
-        return getattr(mlp_parallel, name)
-    raise AttributeError(f"module 'thermonet.kernels.mlp' has no attribute {name!r}")
