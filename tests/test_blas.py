@@ -190,7 +190,7 @@ def test_bad_backend_requests_fail_in_one_line(env, expected):
 def test_missing_mkl_leaves_numpy_and_own_to_measure_under_auto(tmp_path):
     env = dict(os.environ, THERMONET_BLAS="auto", THERMONET_MKL_LIB="/nonexistent/libmkl_rt.so",
                THERMONET_CACHE_DIR=str(tmp_path))
-    code = ("import json; from thermonet.kernels import backend, calibration\n"
+    code = ("import json; from thermonet.kernels.matmul import backend, calibration\n"
             "c = backend.choice()\n"
             "print(json.dumps([c['backend'], sorted(c['rates']), "
             "calibration.choose(c['rates'])]))")

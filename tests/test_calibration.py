@@ -266,7 +266,7 @@ def test_pin_wins_over_the_cache_but_not_over_thermonet_blas(tmp_path):
 @needs_mkl
 def test_a_failing_measurement_falls_back_to_numpy_with_a_warning(tmp_path):
     code = ("import json, warnings\n"
-            "from thermonet.kernels import backend, calibration\n"
+            "from thermonet.kernels.matmul import backend, calibration\n"
             "def broken(dgemms, budget_s=0.5):\n"
             "    raise OSError('no timer')\n"
             "calibration.measure = broken\n"

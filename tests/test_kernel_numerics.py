@@ -280,13 +280,14 @@ def test_parallel_kernel_independent_of_thread_count_directly(rng):
         nb = int(k.n_blocks(n, block))
         ws = int(k.work_size(widths, block))
         g_s = np.empty(n_p)
-        e_s = k.loss_and_grad(theta, widths, 0, x, y, block, np.empty(ws), np.empty(n_p), g_s)
+        e_s = k.loss_and_grad(theta, (widths, 0, x, y, block), np.empty(ws), np.empty(n_p),
+                              g_s)
         for t in sorted({1, numba.config.NUMBA_NUM_THREADS}):
             for n_slots in (1, 2, 3, nb, nb + 5):     # any split of the blocks into slots
                 numba.set_num_threads(t)
                 try:
                     g_p = np.full(n_p, np.nan)
-                    e_p = kp.loss_and_grad_parallel(theta, widths, 0, x, y, block, n_slots,
+                    e_p = kp.loss_and_grad_parallel(theta, (widths, 0, x, y, block), n_slots,
                                                     np.empty((min(n_slots, nb), ws)),
                                                     np.full((nb, n_p), np.nan), g_p)
                 finally:
