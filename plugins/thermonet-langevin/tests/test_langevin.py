@@ -98,10 +98,11 @@ class _NoNegation(StochasticDynamics):
     """A broken variant that keeps the momentum on rejection (not exact)."""
 
     def step(self, state, rng):
-        theta, e1, grad, p_end, p_start, info = self.propose(state, rng)
-        if info.is_accepted:
-            return self.State(theta, e1, grad, p_end, state.step_size), info
-        return state._replace(momentum=p_start), info
+        prop = self.propose(state, rng)
+        if prop.info.is_accepted:
+            return self.State(prop.theta, prop.energy, prop.grad, prop.momentum,
+                              state.step_size), prop.info
+        return state._replace(momentum=prop.momentum_start), prop.info
 
 
 @pytest.mark.parametrize("wall", ["endpoint", "reflect"])
@@ -144,7 +145,7 @@ def test_rejection_negates_the_refreshed_momentum():
     st = s.init(np.zeros(3), rng=rng)
     for _ in range(5):
         twin = copy.deepcopy(rng)
-        *_, p_start, _ = s.propose(st, twin)
+        p_start = s.propose(st, twin).momentum_start
         new, info = s.step(st, rng)
         assert not info.is_accepted and not info.in_box
         assert np.array_equal(new.momentum, -p_start)
