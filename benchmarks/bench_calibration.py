@@ -6,7 +6,7 @@ Usage::
     python benchmarks/bench_calibration.py                 # N = 500, 5000; 1 and 2 threads
     python benchmarks/bench_calibration.py --quick         # N = 500 only, 3 rounds
 
-1. The calibration itself (``thermonet.kernels.calibration.measure`` and ``measure_own``, what
+1. The calibration itself (``thermonet.kernels.matmul.calibration.measure`` and ``measure_own``, what
    a first run does), repeated ``--repeats`` times: the time of one 128-row block of the M(3)
    products for each backend (``numpy``, ``own`` and, if installed, ``mkl``) and the choice.
 2. The full M(3) float64 energy+gradient (``bench_mlp.py``'s thermonet worker) with each
@@ -31,7 +31,7 @@ from harness import cpu_flags, cpu_model, versions
 
 
 def calibration_table(repeats: int) -> list[dict]:
-    from thermonet.kernels import backend, calibration
+    from thermonet.kernels.matmul import backend, calibration
 
     dgemms = backend.candidates()
     out = []
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     import thermonet.kernels
 
     thermonet.kernels.configure()
-    from thermonet.kernels import backend
+    from thermonet.kernels.matmul import backend
 
     ver = versions()
     flags = cpu_flags()

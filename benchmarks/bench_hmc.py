@@ -81,8 +81,7 @@ import sys
 import tempfile
 import time
 
-from harness import (WIDTHS, calibrate, cpu_model, fmt, limit_blas, make_data,
-                     timed_loop, versions)
+from harness import WIDTHS, calibrate, cpu_model, fmt, limit_blas, make_data, timed_loop, versions
 
 SIZES = (50, 500, 5000)
 L_STEPS = 100
@@ -152,10 +151,9 @@ def setup_thermonet(args):
 
     from thermonet.architectures.mlp import M3
     from thermonet.kernels import leapfrog as lf
+    from thermonet.kernels import mlp as km
     from thermonet.priors import BoxPrior
     from thermonet.samplers.hmc import HMC
-
-    from thermonet.kernels import mlp as km
 
     numba.set_num_threads(1)
 
@@ -164,7 +162,7 @@ def setup_thermonet(args):
         """``n_steps`` calls of the gradient kernel from compiled code (no Python)."""
         e = 0.0
         for _ in range(n_steps):
-            e += km.loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad)
+            e += km.loss_and_grad(theta, (widths, out_act, x, y, block), work, partial, grad)
         return e
 
     arch = M3()
@@ -743,7 +741,7 @@ def worker_memory(args) -> dict:
         for j, smp in enumerate(rex.samplers):
             pj = smp.potential
             per_slot_walk.append(nbytes(
-                smp.inv_mass, getattr(smp, "_p_scale", None), smp.masses, smp.half_width,
+                smp.inv_mass, getattr(smp, "momentum_scale", None), smp.masses, smp.half_width,
                 *pj.scratch_arrays(), pj.x, pj.y, run.state.slots[j].theta,
                 run.state.slots[j].grad))
         ws = int(km.work_size(arch.widths, rex.potential.block))

@@ -55,8 +55,17 @@ import sys
 import tempfile
 import time
 
-from harness import (WIDTHS, calibrate, cpu_flags, cpu_model, fmt, limit_blas, make_data,
-                     timed_loop, versions)
+from harness import (
+    WIDTHS,
+    calibrate,
+    cpu_flags,
+    cpu_model,
+    fmt,
+    limit_blas,
+    make_data,
+    timed_loop,
+    versions,
+)
 
 SIZES = (50, 500, 5000)
 GEMM_N = 2048
@@ -126,7 +135,7 @@ def setup_thermonet(args):
         pot.energy_and_grad(th, g)
         info["first_call_s"][str(n)] = time.perf_counter() - t0
         fns[str(n)] = (lambda pot=pot, th=th, g=g: pot.energy_and_grad(th, g))
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     info["blas"] = blas.info()
     info["numba_cpu_features_512"] = "-prefer-256-bit" in os.environ.get("NUMBA_CPU_FEATURES", "")
@@ -443,7 +452,7 @@ def main(argv=None) -> int:
     for t in thread_counts:      # the same kernels with NumPy's BLAS (np.dot -> OpenBLAS)
         specs.append((("tn-openblas", "float64", t), "thermonet", t, ["--dtype", "float64"] + blk,
                       {"THERMONET_BLAS": "numpy"}))
-    from thermonet.kernels import backend as tn_backend
+    from thermonet.kernels.matmul import backend as tn_backend
     if tn_backend.load_mkl()[0] is not None:
         for t in thread_counts:  # the same kernels with MKL
             specs.append((("tn-mkl", "float64", t), "thermonet", t,

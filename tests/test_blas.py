@@ -1,4 +1,4 @@
-"""The kernels' BLAS backend (thermonet/kernels/blas.py) and the 512-bit vector setting.
+"""The kernels' BLAS backend (thermonet/kernels/matmul/blas.py) and the 512-bit vector setting.
 
 * ``gemm`` against NumPy's matmul for every transposition, both dtypes, strided row slices,
   empty and k = 0 products;
@@ -21,12 +21,12 @@ import numba
 import numpy as np
 import pytest
 
-from thermonet.kernels import backend, blas
+from thermonet.kernels.matmul import backend, blas
 
 _PROBE = r"""
 import json, sys
 import numpy as np
-from thermonet.kernels import blas
+from thermonet.kernels.matmul import blas
 from thermonet.architectures.mlp import M3
 rng = np.random.default_rng(3)
 x = rng.standard_normal((300, 256)); y = rng.integers(0, 10, 300)
@@ -121,7 +121,7 @@ def test_mkl_and_numpy_backends_agree_to_round_off():
 
 _MKL_LAYOUTS = r"""
 import json, numba, numpy as np
-from thermonet.kernels import blas
+from thermonet.kernels.matmul import blas
 assert blas.BACKEND == "mkl"
 
 @numba.njit(cache=False)
@@ -180,7 +180,7 @@ def test_mkl_results_repeat_bit_for_bit_across_processes():
 def test_bad_backend_requests_fail_in_one_line(env, expected):
     full = dict(os.environ)
     full.update(env)
-    out = subprocess.run(check=False, args=[sys.executable, "-c", "import thermonet.kernels.blas"], env=full,
+    out = subprocess.run(check=False, args=[sys.executable, "-c", "import thermonet.kernels.matmul.blas"], env=full,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
@@ -190,7 +190,7 @@ def test_bad_backend_requests_fail_in_one_line(env, expected):
 def test_missing_mkl_leaves_numpy_and_own_to_measure_under_auto(tmp_path):
     env = dict(os.environ, THERMONET_BLAS="auto", THERMONET_MKL_LIB="/nonexistent/libmkl_rt.so",
                THERMONET_CACHE_DIR=str(tmp_path))
-    code = ("import json; from thermonet.kernels import backend, calibration\n"
+    code = ("import json; from thermonet.kernels.matmul import backend, calibration\n"
             "c = backend.choice()\n"
             "print(json.dumps([c['backend'], sorted(c['rates']), "
             "calibration.choose(c['rates'])]))")

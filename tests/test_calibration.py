@@ -1,4 +1,4 @@
-"""The measured choice of the matrix-product backend (thermonet/kernels/calibration.py,
+"""The measured choice of the matrix-product backend (thermonet/kernels/matmul/calibration.py,
 backend.py): what is measured, the per-machine cache (hit, miss, corrupt, unwritable, key),
 THERMONET_BLAS and resume precedence, the record in a run and `thermonet calibrate`.
 
@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from tests.runs import TINY as GAUSS
 from thermonet.cli import main
 from thermonet.io import checkpoint as ckpt
-from thermonet.kernels import backend, calibration
+from thermonet.kernels.matmul import backend, calibration
 
 MKL_LIB, _ = backend.load_mkl()
 needs_mkl = pytest.mark.skipif(MKL_LIB is None, reason="MKL is not installed")
@@ -158,7 +158,7 @@ def test_key_changes_with_cpu_and_library_versions(monkeypatch):
     monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+avx512f,-prefer-256-bit")
     assert calibration.machine_key("MKL 1")["compiled_avx512"] is True
     # the own products' source is part of the key (a changed gemm.py is measured again)
-    from thermonet.kernels import gemm
+    from thermonet.kernels.matmul import gemm
 
     with open(gemm.__file__, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()[:16]
@@ -210,7 +210,7 @@ def test_cache_dir_follows_the_platform_conventions(monkeypatch):
 
 _PROBE = r"""
 import json, sys
-from thermonet.kernels import backend
+from thermonet.kernels.matmul import backend
 if len(sys.argv) > 1:
     print(json.dumps({"pinned": backend.pin(sys.argv[1], "test")}))
 print(json.dumps(backend.choice()))
@@ -266,7 +266,7 @@ def test_pin_wins_over_the_cache_but_not_over_thermonet_blas(tmp_path):
 @needs_mkl
 def test_a_failing_measurement_falls_back_to_numpy_with_a_warning(tmp_path):
     code = ("import json, warnings\n"
-            "from thermonet.kernels import backend, calibration\n"
+            "from thermonet.kernels.matmul import backend, calibration\n"
             "def broken(dgemms, budget_s=0.5):\n"
             "    raise OSError('no timer')\n"
             "calibration.measure = broken\n"

@@ -1,4 +1,4 @@
-"""thermonet's own matrix products (thermonet/kernels/gemm.py) and their place among the backends.
+"""thermonet's own matrix products (thermonet/kernels/matmul/gemm.py) and their place among the backends.
 
 * every element of a product is the chain of fused multiply-adds over ``k`` that the module
   documents: checked bit for bit against exact rational arithmetic (one rounding per term, in
@@ -25,7 +25,7 @@ import numba
 import numpy as np
 import pytest
 
-from thermonet.kernels import calibration, gemm
+from thermonet.kernels.matmul import calibration, gemm
 
 from .test_blas import _probe
 
@@ -140,7 +140,7 @@ def test_non_finite_operands_propagate():
 _CHILD = r"""
 import json
 import numpy as np
-from thermonet.kernels import calibration, gemm
+from thermonet.kernels.matmul import calibration, gemm
 from thermonet.architectures.mlp import M3
 rng = np.random.default_rng(11)
 out = {"products": []}

@@ -9,7 +9,7 @@
 * serial == parallel, bitwise, for data sizes that are not a multiple of the block size, for
   both reduction paths of the parallel kernel and both dtypes;
 * :func:`thermonet.kernels.threads.limit` capping BLAS threads;
-* the fixed-order sums of :mod:`thermonet.kernels.reduce`: their order, bit for bit, and
+* the fixed-order sums of :mod:`thermonet.kernels.matmul.reduce`: their order, bit for bit, and
   their accuracy.
 """
 
@@ -23,9 +23,11 @@ import pytest
 
 from thermonet.architectures.mlp import M3, MLP, M3Star
 from thermonet.kernels import elementwise as ke
-from thermonet.kernels import jit, reduce
+from thermonet.kernels import jit
 from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_parallel as kp
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import reduce
 
 #: the exp accuracy claims hold with fastmath off (the default); THERMONET_FASTMATH=1 lets LLVM
 #: reassociate the range reduction (measured: 2.4e-14 relative, see mlp.py)
@@ -278,15 +280,16 @@ def test_parallel_kernel_independent_of_thread_count_directly(rng):
         nb = int(k.n_blocks(n, block))
         ws = int(k.work_size(widths, block))
         g_s = np.empty(n_p)
-        e_s = k.loss_and_grad(theta, widths, 0, x, y, block, np.empty(ws), np.empty(n_p), g_s)
+        e_s = k.loss_and_grad(theta, (widths, 0, x, y, block), np.empty(ws), np.empty(n_p),
+                              g_s)
         for t in sorted({1, numba.config.NUMBA_NUM_THREADS}):
             for n_slots in (1, 2, 3, nb, nb + 5):     # any split of the blocks into slots
                 numba.set_num_threads(t)
                 try:
                     g_p = np.full(n_p, np.nan)
-                    e_p = k.loss_and_grad_parallel(theta, widths, 0, x, y, block, n_slots,
-                                                   np.empty((min(n_slots, nb), ws)),
-                                                   np.full((nb, n_p), np.nan), g_p)
+                    e_p = kp.loss_and_grad_parallel(theta, (widths, 0, x, y, block), n_slots,
+                                                    np.empty((min(n_slots, nb), ws)),
+                                                    np.full((nb, n_p), np.nan), g_p)
                 finally:
                     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
                 assert e_p == e_s

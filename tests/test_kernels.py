@@ -188,7 +188,7 @@ def test_loss_and_kick_puts_the_gradient_into_the_momenta(rng, widths, logistic,
     ``p - kick * gradient``: bitwise with ``np.dot``, to the rounding of MKL's accumulating
     product otherwise. With one block (n = 37) the gradient never reaches ``grad`` (left
     NaN: the direct path ran); with several blocks it is computed there and used."""
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     arch = MLP(widths[0], widths[1:-1], widths[-1], "logistic" if logistic else "linear")
     x, y = _random_problem(rng, widths, n)
@@ -197,12 +197,12 @@ def test_loss_and_kick_puts_the_gradient_into_the_momenta(rng, widths, logistic,
     work = np.empty(k.work_size(w, 256))
     partial = np.empty(arch.n_params)
     g = np.empty(arch.n_params)
-    e = k.loss_and_grad(theta, w, arch.out_act, x, y, 256, work, partial, g)
+    e = k.loss_and_grad(theta, (w, arch.out_act, x, y, 256), work, partial, g)
     p0 = rng.normal(size=arch.n_params)
     for kick in (0.0371, 0.0):
         p = p0.copy()
         grad = np.full(arch.n_params, np.nan)
-        ek = k.loss_and_kick(theta, w, arch.out_act, x, y, 256, work, partial, grad, p, kick)
+        ek = k.loss_and_kick(theta, (w, arch.out_act, x, y, 256), work, partial, grad, p, kick)
         assert ek == e
         want = p0 - kick * g
         if blas.BACKEND == "numpy" or n > 256 or kick == 0.0:
@@ -228,11 +228,12 @@ def test_loss_and_kick_in_float32_updates_float64_momenta(rng):
     work = np.empty(k.work_size(w, 256), np.float32)
     partial = np.empty(arch.n_params, np.float32)
     g = np.empty(arch.n_params, np.float32)
-    e = k.loss_and_grad(theta, w, arch.out_act, x, y, 256, work, partial, g)
+    e = k.loss_and_grad(theta, (w, arch.out_act, x, y, 256), work, partial, g)
     p0 = rng.normal(size=arch.n_params)
     p = p0.copy()
     grad = np.full(arch.n_params, np.nan, np.float32)
-    assert k.loss_and_kick(theta, w, arch.out_act, x, y, 256, work, partial, grad, p, 0.03) == e
+    assert k.loss_and_kick(theta, (w, arch.out_act, x, y, 256), work, partial, grad, p,
+                           0.03) == e
     assert np.array_equal(grad, g)
     assert np.array_equal(p, p0 - 0.03 * g.astype(np.float64))
 
@@ -243,8 +244,8 @@ def test_kernels_compose_inside_user_kernels(rng):
 
     @kernel
     def two_energies(theta_a, theta_b, widths, out_act, x, y, block, work):
-        return (k.loss(theta_a, widths, out_act, x, y, block, work)
-                + k.loss(theta_b, widths, out_act, x, y, block, work))
+        return (k.loss(theta_a, (widths, out_act, x, y, block), work)
+                + k.loss(theta_b, (widths, out_act, x, y, block), work))
 
     arch = M1()
     x, y = _random_problem(rng, [256, 10], 50)

@@ -70,7 +70,7 @@ def test_kernel_equals_complex_step_of_numpy_gradient(tanh, softmax):
     d = theta.shape[0]
     prec = np.linspace(0.1, 2.0, d)
     out = np.empty((d, d))
-    krh.hessian(theta, ni, nh, no, tanh, x, t, softmax, 1.7, prec, out)
+    krh.hessian(theta, (ni, nh, no, tanh, softmax), x, t, 1.7, prec, out)
     ref = 1.7 * _complex_step_hessian(theta, ni, nh, no, tanh, x, t, softmax) + np.diag(prec)
     assert np.max(np.abs(out - ref)) <= 1e-11 * np.max(np.abs(ref))
     assert np.max(np.abs(out - out.T)) <= 1e-13 * np.max(np.abs(ref))
@@ -81,7 +81,7 @@ def test_kernel_energy_is_the_data_term():
     for softmax in (False, True):
         theta, x, t = _case(5, ni, nh, no, n, softmax)
         d = theta.shape[0]
-        e = krh.hessian(theta, ni, nh, no, True, x, t, softmax, 1.0, np.zeros(d),
+        e = krh.hessian(theta, (ni, nh, no, True, softmax), x, t, 1.0, np.zeros(d),
                         np.empty((d, d)))
         w1, b1 = theta[:8].reshape(4, 2), theta[8:12]
         w2, b2 = theta[12:24].reshape(3, 4), theta[24:]
@@ -128,5 +128,5 @@ def test_non_finite_network_gives_non_finite_hessian_not_an_error():
     theta[-1] = np.inf
     d = theta.shape[0]
     out = np.empty((d, d))
-    e = krh.hessian(theta, ni, nh, no, True, x, t, False, 1.0, np.zeros(d), out)
+    e = krh.hessian(theta, (ni, nh, no, True, False), x, t, 1.0, np.zeros(d), out)
     assert not np.isfinite(e)

@@ -261,7 +261,7 @@ def test_ranks_with_different_blas_backends_are_refused_before_anything_is_writt
         mpiexec, tmp_path):
     """Rank 0 on OpenBLAS and rank 1 on MKL (as two CPU models could each measure fastest):
     the job stops with one line on every rank and leaves no run directory."""
-    from thermonet.kernels import backend
+    from thermonet.kernels.matmul import backend
 
     if backend.load_mkl()[0] is None:
         pytest.skip("MKL is not installed: no second backend to disagree with")

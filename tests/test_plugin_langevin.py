@@ -75,7 +75,7 @@ def test_listing_imports_no_plugin_code(spec):
 def test_load_validates_the_contract(spec):
     cls = registry.load("sampler", NAME)
     registry.validate("sampler", cls, spec)                  # raises PluginTypeError if broken
-    assert issubclass(cls, Sampler) and cls.api_version == 1
+    assert issubclass(cls, Sampler) and cls.api_version == 2
     for field in ("step_size", "n_leapfrog", "persistence", "wall", "runaway"):
         assert field in cls.Config.__dataclass_fields__
     assert {"energy", "step_size", "momentum"} <= set(cls.State._fields)

@@ -98,10 +98,11 @@ def test_rop_equals_the_closed_form_for_one_hidden_layer(act, n_out):
     d = arch.n_params
     assert pot.hessian_method == "analytic"
     closed = np.empty((d, d))
-    krh.hessian(theta, 3, 5, n_out, act == "tanh", pot.x, pot.y, False, 1.0, np.zeros(d), closed)
+    krh.hessian(theta, (3, 5, n_out, act == "tanh", False), pot.x, pot.y, 1.0, np.zeros(d),
+                closed)
     scale = np.abs(closed).max()
     # the R-operator's columns (basis directions: the sparse forward path), over 4 row blocks
-    rop = krop.hvp(theta, arch.widths, arch.act, pot.x, pot.y, 16, np.eye(d), 1)
+    rop = krop.hvp(theta, (arch.widths, arch.act, pot.x, pot.y, 16), np.eye(d), 1)
     assert np.abs(rop - closed).max() <= 1e-12 * scale
     # dense directions (the matrix-product path) through the potential: tau H + diag(prec)
     v = np.random.default_rng(3).normal(size=(4, d))
@@ -164,7 +165,7 @@ def test_rop_with_tanh_hidden_units_and_the_cross_entropy(out_act):
     y = rng.integers(0, 3, 41)
     theta = rng.normal(0, 0.8, arch.n_params)
     d = arch.n_params
-    got = krop.hvp(theta, arch.widths, arch.out_act, x, y, 16, np.eye(d), 1)
+    got = krop.hvp(theta, (arch.widths, arch.out_act, x, y, 16), np.eye(d), 1)
     ref = _richardson_hessian(theta, arch.widths, True, x, y, logistic_out=bool(out_act))
     assert np.abs(got - ref).max() <= 1e-7 * np.abs(ref).max()
 

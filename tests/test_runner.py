@@ -384,7 +384,7 @@ def test_progress_rate_is_timed_from_the_first_report_not_from_the_start(caplog)
 
 
 def test_the_runner_stamps_the_blas_backend_into_the_checkpoint(gauss_cfg, tmp_path):
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     Run.create(cfgmod.load(gauss_cfg, {"run.n_iterations": 1}), tmp_path / "r").run()
     detach_log()

@@ -247,7 +247,7 @@ def test_compiled_trajectory_equals_the_generic_one_bitwise(d50, rng, masses):
     bitwise, seven steps agree to round-off. Per-layer masses take the compiled kernel's
     constant-run path, per-parameter masses (more than ``lf.MAX_RUNS`` runs) its array path."""
     from thermonet.api import Potential
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     arch = M3()
     pot = arch.potential(d50)

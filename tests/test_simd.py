@@ -1,4 +1,4 @@
-"""The eight-lane vector type of thermonet.kernels.simd, the functions built on it, and the
+"""The eight-lane vector type of thermonet.kernels.matmul.simd, the functions built on it, and the
 claim that kernels written with it compute the same bits on every x86-64 CPU.
 
 * every operation, lane by lane, against the scalar IEEE operation (fused multiply-add
@@ -27,8 +27,8 @@ import pytest
 from llvmlite import binding as llvm
 
 from thermonet.kernels import elementwise as ew
-from thermonet.kernels import reduce, simd
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import reduce, simd
 
 _BINARY = {"add": simd.add, "sub": simd.sub, "mul": simd.mul, "div": simd.div}
 

@@ -20,9 +20,9 @@ import pytest
 from thermonet.api import Potential
 from thermonet.architectures.mlp import MLP
 from thermonet.architectures.regression import RegressionMLP
-from thermonet.evidence.ti.integration import BridgePotential, Reference
-from thermonet.kernels import blas
+from thermonet.evidence.ti import BridgePotential, Reference
 from thermonet.kernels import leapfrog as lf
+from thermonet.kernels.matmul import blas
 
 #: wall modes: the two named ones, and an unknown code (treated as WALL_NONE, as before)
 WALLS = {"endpoint": lf.WALL_NONE, "reflect": lf.WALL_REFLECT, "unknown": 5}
@@ -131,7 +131,7 @@ def test_a_cold_reflecting_run_compiles_only_what_it_uses(tmp_path):
     (the trajectory calls the kick-mode block directly). About 8 CPU s: a cold compile."""
     code = textwrap.dedent("""
         import numba.core.event as ev
-        from thermonet.kernels import blas  # may compile the own backend's products at import
+        from thermonet.kernels.matmul import blas  # may compile the own backend's products at import
         compiled = []
 
         class Names(ev.Listener):
@@ -201,7 +201,7 @@ def test_by_wall_compiles_only_each_modes_branches_and_caches_them(tmp_path):
     """))
     code = textwrap.dedent("""
         import numba.core.event as ev
-        from thermonet.kernels import blas  # may compile the own backend's products at import
+        from thermonet.kernels.matmul import blas  # may compile the own backend's products at import
         compiled = []
 
         class Names(ev.Listener):

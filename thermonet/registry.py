@@ -57,7 +57,7 @@ BASES: dict[str, str] = {
 }
 
 #: the contract versions this thermonet understands
-SUPPORTED_API_VERSIONS = frozenset({1})
+SUPPORTED_API_VERSIONS = frozenset({1, 2})
 
 #: classes a plugin of each role must define (checked on load)
 REQUIRED_CLASSES: dict[str, tuple[str, ...]] = {

@@ -21,9 +21,11 @@ What is checked
   finite differences at a standard draw, ``energy`` equal to ``energy_and_grad``'s energy,
   batched methods equal to row-by-row calls, and an explicit ``prior_scale`` taking effect;
 * samplers: ``State``/``Info`` types, ``init``/``step``/``adapt``/``with_temperature``/
-  ``take_configuration`` returning what the engine expects, bit-for-bit reproducibility from a
-  seed, every state inside the box, and ``<E> = n T / 2`` on a Gaussian (tolerance: 5 standard
-  errors of the batch-means estimate, from a fixed seed);
+  ``take_configuration`` returning what the engine expects, ``propose`` (where there is one,
+  contract version 2) returning a NamedTuple that begins with ``thermonet.api.Proposal``'s
+  fields, bit-for-bit reproducibility from a seed, every state inside the box, and
+  ``<E> = n T / 2`` on a Gaussian (tolerance: 5 standard errors of the batch-means estimate,
+  from a fixed seed);
 * minimisers: ``minimise`` returns a :class:`~thermonet.api.MinimiseResult` whose energy is
   that of its ``theta``, no higher than the start, close to the analytic minimum of a
   well-conditioned quadratic, and leaves ``theta0`` untouched.
@@ -37,7 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.api import Architecture, Minimiser, MinimiseResult, Potential, Sampler
+from thermonet.api import (
+    Architecture,
+    Minimiser,
+    MinimiseResult,
+    Potential,
+    Proposal,
+    Sampler,
+)
 from thermonet.errors import ThermonetError
 
 
@@ -218,6 +227,7 @@ def check_sampler(cls: Any, settings: dict[str, Any] | None = None, *, n: int = 
             energies[t] = st.energy
         return st, energies, accepted
 
+    _check_proposal(s, cls, state, np.random.default_rng(seed + 3), who)
     a_end, a_e, _ = chain(np.random.default_rng(seed + 1), state, 50)
     b_end, b_e, _ = chain(np.random.default_rng(seed + 1), state, 50)
     _require(np.array_equal(a_e, b_e) and np.array_equal(a_end.theta, b_end.theta), who,
@@ -238,6 +248,20 @@ def check_sampler(cls: Any, settings: dict[str, Any] | None = None, *, n: int = 
              and taken.step_size == state.step_size, who,
              "take_configuration() must return a State at the donor's theta with this "
              "slot's step size")
+
+
+def _check_proposal(s: Any, cls: Any, state: Any, rng: np.random.Generator, who: str) -> None:
+    """Contract version 2: ``propose``, where a sampler has one, returns a NamedTuple that
+    begins with :class:`~thermonet.api.Proposal`'s fields."""
+    propose = getattr(s, "propose", None)
+    if propose is None or getattr(cls, "api_version", None) == 1:
+        return
+    prop = propose(state, rng)
+    fields = tuple(getattr(prop, "_fields", ()))[:len(Proposal._fields)]
+    _require(isinstance(prop, tuple) and fields == Proposal._fields, who,
+             f"propose() returned {type(prop).__name__} with fields {fields}; api_version 2 "
+             f"expects a NamedTuple beginning with {Proposal._fields} (thermonet.api.Proposal)")
+    _require(isinstance(prop.info, cls.Info), who, "propose().info is not the sampler's Info")
 
 
 # --- minimisers ---------------------------------------------------------------------------------

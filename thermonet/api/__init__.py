@@ -13,7 +13,7 @@ from thermonet.api.descent import Descent, Walk
 from thermonet.api.integrator import IntegrationResult, Integrator
 from thermonet.api.minimiser import Minimiser, MinimiseResult
 from thermonet.api.potential import NetworkSpec, Potential, as_theta
-from thermonet.api.sampler import HMCTransition, Sampler
+from thermonet.api.sampler import HMCTransition, Proposal, Sampler
 from thermonet.api.settings import build_config
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
            "Minimiser",
            "NetworkSpec",
            "Potential",
+           "Proposal",
            "Sampler",
            "Walk",
            "adaptation",

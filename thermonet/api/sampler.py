@@ -13,12 +13,21 @@ A sampler is a Markov kernel on parameter vectors at a temperature T, for the ta
 
 Randomness comes only from the ``rng`` argument (a ``numpy.random.Generator``), so a step is
 deterministic given the state and the generator's state.
+
+Contract version 2 (``api_version = 2``): a sampler that proposes by trajectories returns its
+proposal from ``propose(state, rng)`` as a NamedTuple whose first five fields are those of
+:class:`Proposal` (``theta``, ``energy``, ``grad``, ``info``, ``log_u``; a sampler may add
+fields after them), and the base class holds the step-size cap :attr:`Sampler.step_size_max`
+and the momentum scale :attr:`Sampler.momentum_scale`. A version-1 sampler (an anonymous tuple
+from ``propose``) still loads, with one DeprecationWarning when its class is defined.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -51,6 +60,17 @@ class HMCTransition(NamedTuple):
     state_cls: Any               #: the state class, built from its four fields by name
 
 
+class Proposal(NamedTuple):
+    """One proposal of ``Sampler.propose`` (contract version 2), the Metropolis decision made
+    (``info.is_accepted``)."""
+
+    theta: FloatArray        #: (n_params,) the proposed position
+    energy: float            #: E there
+    grad: FloatArray         #: (n_params,) dE/dtheta there
+    info: Any                #: the sampler's ``Info``
+    log_u: float             #: log of the uniform draw the decision compared with
+
+
 class Sampler(abc.ABC):
     """Base class of sampler plugins (entry-point group ``thermonet.samplers``).
 
@@ -65,16 +85,32 @@ class Sampler(abc.ABC):
     masses : ndarray of float64, shape (n_params,), optional
         Per-parameter masses (default 1).
     config : the sampler's ``Config`` dataclass, or settings as keyword arguments.
+
+    Attributes
+    ----------
+    step_size_max : float
+        The cap on the step size: the config's ``step_size_max`` if it has one that is set,
+        else the median box half-width with a prior, else inf.
+    momentum_scale : ndarray of float64, shape (n_params,)
+        ``sqrt(m T)``: momenta ``p ~ N(0, m T)`` are standard normals times it.
     """
 
     name: ClassVar[str] = ""
-    api_version: ClassVar[int] = 1
+    api_version: ClassVar[int] = 2
     #: state fields the runner records at every iteration for every slot, as trace datasets
     #: ``<field>_k`` of shape (iterations, K, ...) (``hmc-gibbs``: its hyperparameters)
     recorded_fields: ClassVar[tuple[str, ...]] = ()
     Config: ClassVar[type]
     State: ClassVar[type]
     Info: ClassVar[type]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("api_version") == 1:
+            warnings.warn(f"sampler {cls.__module__}.{cls.__qualname__} declares api_version 1; "
+                          "version 1 is deprecated: return a NamedTuple from propose (thermonet"
+                          ".api.Proposal) and declare api_version = 2 (docs/plugins.md)",
+                          DeprecationWarning, stacklevel=2)
 
     def __init__(self, potential: Any, *, prior: Any = None, temperature: float = 1.0,
                  masses: Any = None, config: Any = None, **settings: Any) -> None:
@@ -95,8 +131,7 @@ class Sampler(abc.ABC):
         masses = np.ascontiguousarray(np.broadcast_to(masses, (n,)), dtype=np.float64)
         if not np.all(np.isfinite(masses)) or np.any(masses <= 0):
             raise ConfigError("masses must be positive finite numbers")
-        self.masses = masses
-        self.inv_mass = 1.0 / masses
+        self.set_masses(masses)
         if prior is None:
             self.half_width = np.full(n, np.inf)
         else:
@@ -104,6 +139,20 @@ class Sampler(abc.ABC):
                 raise ConfigError(f"prior has {prior.n_params} parameters; the potential has "
                                   f"{n}")
             self.half_width = np.ascontiguousarray(prior.half_width)
+        cap = getattr(config, "step_size_max", None)
+        if cap is not None:
+            self.step_size_max = float(cap)
+        elif prior is not None:
+            self.step_size_max = float(np.median(self.half_width))
+        else:
+            self.step_size_max = math.inf
+
+    def set_masses(self, masses: FloatArray) -> None:
+        """Set :attr:`masses` (positive, shape ``(n_params,)``), ``inv_mass`` and
+        :attr:`momentum_scale` together."""
+        self.masses = masses
+        self.inv_mass = 1.0 / masses
+        self.momentum_scale = np.sqrt(masses * self.temperature)
 
     @abc.abstractmethod
     def init(self, theta0: FloatArray) -> NamedTuple:

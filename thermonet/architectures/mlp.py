@@ -24,10 +24,12 @@ from thermonet.api.architecture import (
     mlp_unit_symmetries,
 )
 from thermonet.errors import ConfigError, DataError
-from thermonet.kernels import blas, configure
+from thermonet.kernels import configure
 from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_parallel as kp
 from thermonet.kernels import threads as kt
+from thermonet.kernels.leapfrog import Dynamics
+from thermonet.kernels.matmul import blas
 from thermonet.types import FloatArray, IntArray
 
 OUTPUT_ACTIVATIONS = {"linear": k.LINEAR, "logistic": k.LOGISTIC, "sigmoid": k.LOGISTIC}
@@ -36,7 +38,7 @@ HIDDEN_ACTIVATIONS = {"logistic": 0, "tanh": k.HIDDEN_TANH}
 # With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
 # thermonet's own parallelism (docs/performance.md); with thermonet's own products a strided
 # operand still falls back to np.dot, so the same cap applies. MKL runs in its sequential layer
-# (thermonet/kernels/blas.py), so no cap is needed and the context is skipped.
+# (thermonet/kernels/matmul/blas.py), so no cap is needed and the context is skipped.
 _blas_cap = kt.blas_single if blas.BACKEND in ("numpy", "own") else contextlib.nullcontext
 _PAR_BLAS_THREADS = 1 if blas.BACKEND in ("numpy", "own") else None
 
@@ -157,8 +159,7 @@ class MLPPotential(Potential):
         from thermonet.kernels import mlp_hessian
 
         th = as_theta(theta, self.n_params, what="theta0")
-        return mlp_hessian.hvp(th, self._widths, self._out, self.x, self.y, self.block, v_kp,
-                               self.threads if threads is None else threads)
+        return mlp_hessian.hvp(th, self._net(), v_kp, self.threads if threads is None else threads)
 
     def hessian(self, theta: FloatArray, *, index: Any = None, column_block: int = 128,
                 threads: int | None = None) -> FloatArray:
@@ -172,8 +173,7 @@ class MLPPotential(Potential):
         if int(column_block) < 1:
             raise ConfigError(f"column_block = {column_block}; expected a positive integer")
         th = as_theta(theta, self.n_params, what="theta0")
-        return mlp_hessian.hessian(th, self._widths, self._out, self.x, self.y, self.block,
-                                   index, column_block,
+        return mlp_hessian.hessian(th, self._net(), index, column_block,
                                    self.threads if threads is None else threads)
 
     def flat_coordinates(self) -> tuple[Any, Any]:
@@ -221,9 +221,9 @@ class MLPPotential(Potential):
 
         with kt.blas_single():
             j, e, n, status, n_ref = kb.mlp_bridge_trajectory(
-                theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway, lam, w0,
-                k_ref, e0, self._widths, self._out, self.x, self.y, self.block, self._work,
-                self._partial, scratch)
+                theta, p, grad, Dynamics(inv_mass, step, n_steps, half_width, runaway), wall,
+                kb.BridgeModel(lam, w0, k_ref, e0, self._widths, self._out, self.x, self.y,
+                               self.block, self._work, self._partial, scratch))
         return float(j), float(e), int(n), int(status), int(n_ref)
 
     def copy(self) -> MLPPotential:
@@ -237,12 +237,15 @@ class MLPPotential(Potential):
             return theta
         return as_theta(theta, self.n_params, dtype=self.dtype, finite=False)
 
+    def _net(self) -> tuple[Any, ...]:
+        # a plain tuple: Numba's dispatcher types it in C, a NamedTuple in Python (3 us more)
+        return (self._widths, self._out, self.x, self.y, self.block)
+
     def energy(self, theta: FloatArray) -> float:
         """``E(D|w)`` in nats (float64). NaN or inf if the forward pass overflowed."""
         th = self._theta(theta)
         with _blas_cap():
-            return float(k.loss(th, self._widths, self._out, self.x, self.y, self.block,
-                                self._work))
+            return float(k.loss(th, self._net(), self._work))
 
     def energy_and_grad(self, theta: FloatArray,
                         grad_out: FloatArray | None = None) -> tuple[float, FloatArray]:
@@ -252,13 +255,11 @@ class MLPPotential(Potential):
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
             with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
-                e = kp.loss_and_grad_parallel(th, self._widths, self._out, self.x, self.y,
-                                             self.block, self._work_b.shape[0], self._work_b,
-                                             self._partial_b, grad_out)
+                e = kp.loss_and_grad_parallel(th, self._net(), self._work_b.shape[0],
+                                              self._work_b, self._partial_b, grad_out)
         else:
             with _blas_cap():
-                e = k.loss_and_grad(th, self._widths, self._out, self.x, self.y, self.block,
-                                    self._work, self._partial, grad_out)
+                e = k.loss_and_grad(th, self._net(), self._work, self._partial, grad_out)
         return float(e), grad_out
 
     def energy_batch(self, theta_kp: FloatArray) -> FloatArray:
@@ -266,8 +267,7 @@ class MLPPotential(Potential):
         th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
         e_k = np.empty(th.shape[0])
         with _blas_cap():
-            kp.loss_batch(th, self._widths, self._out, self.x, self.y, self.block, self._work,
-                         e_k)
+            kp.loss_batch(th, self._net(), self._work, e_k)
         return e_k
 
     def energy_and_grad_batch(self, theta_kp: FloatArray, grad_kp: FloatArray | None = None
@@ -283,12 +283,11 @@ class MLPPotential(Potential):
             work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
             partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
             with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
-                kp.loss_and_grad_batch_parallel(th, self._widths, self._out, self.x, self.y,
-                                               self.block, work_k, partial_k, grad_kp, e_k)
+                kp.loss_and_grad_batch_parallel(th, self._net(), work_k, partial_k, grad_kp,
+                                                e_k)
         else:
             with _blas_cap():
-                kp.loss_and_grad_batch(th, self._widths, self._out, self.x, self.y, self.block,
-                                      self._work, self._partial, grad_kp, e_k)
+                kp.loss_and_grad_batch(th, self._net(), self._work, self._partial, grad_kp, e_k)
         return e_k, grad_kp
 
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
@@ -311,17 +310,15 @@ class MLPPotential(Potential):
                     inv_mass: FloatArray, step: float, n_steps: int, wall: int,
                     half_width: FloatArray, runaway: float, precision: str
                     ) -> tuple[float, int, int, int]:
+        dyn = Dynamics(inv_mass, step, n_steps, half_width, runaway)
         if precision == "float32" and self.dtype == np.float64:
             twin = self._float32_twin()
-            e, n, status, n_ref = lf.mlp_trajectory(
-                theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
-                self._widths, self._out, twin.x, self.y, self.block, twin._work, twin._partial,
-                twin._theta_buf, twin._grad_buf, True)
+            model = lf.MLPModel(self._widths, self._out, twin.x, self.y, self.block, twin._work,
+                                twin._partial, twin._theta_buf, twin._grad_buf, True)
         else:
-            e, n, status, n_ref = lf.mlp_trajectory(
-                theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
-                self._widths, self._out, self.x, self.y, self.block, self._work, self._partial,
-                theta, grad, False)
+            model = lf.MLPModel(self._widths, self._out, self.x, self.y, self.block, self._work,
+                                self._partial, theta, grad, False)
+        e, n, status, n_ref = lf.mlp_trajectory(theta, p, grad, dyn, wall, model)
         return float(e), int(n), int(status), int(n_ref)
 
     def _float32_twin(self) -> MLPPotential:

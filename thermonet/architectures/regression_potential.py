@@ -21,6 +21,7 @@ from thermonet.kernels import mlp_hessian as krop
 from thermonet.kernels import mlp_regression as kr
 from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.kernels import mlp_shallow as ks
+from thermonet.kernels.leapfrog import Dynamics
 from thermonet.types import FloatArray
 
 
@@ -200,17 +201,19 @@ class RegressionPotential(Potential):
             return theta
         return as_theta(theta, self.n_params, finite=False)
 
+    def _model(self) -> tuple[Any, ...]:
+        # a plain tuple: Numba's dispatcher types it in C, a NamedTuple in Python (3 us more)
+        return (self._widths, self.kact, self.kx, self.ky, self.block, self._work,
+                self._partial, self.tau, self.prec, self.const)
+
     def energy(self, theta: FloatArray) -> float:
-        return float(kr.energy(self._theta(theta), self._widths, self.kact, self.kx, self.ky,
-                               self.block, self._work, self.tau, self.prec, self.const))
+        return float(kr.energy(self._theta(theta), self._model()))
 
     def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
                         ) -> tuple[float, FloatArray]:
         if grad_out is None:
             grad_out = np.empty(self.n_params)
-        e = kr.energy_and_grad(self._theta(theta), self._widths, self.kact, self.kx, self.ky,
-                               self.block, self._work, self._partial, grad_out, self.tau,
-                               self.prec, self.const)
+        e = kr.energy_and_grad(self._theta(theta), grad_out, self._model())
         return float(e), grad_out
 
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
@@ -219,9 +222,8 @@ class RegressionPotential(Potential):
                    precision: str = "float64") -> tuple[float, int, int, int]:
         """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
         e, n, status, n_ref = kr.trajectory(
-            theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway, self._widths,
-            self.kact, self.kx, self.ky, self.block, self._work, self._partial, self.tau,
-            self.prec, self.const)
+            theta, p, grad, Dynamics(inv_mass, step, n_steps, half_width, runaway), wall,
+            self._model())
         return float(e), int(n), int(status), int(n_ref)
 
     def network_spec(self) -> NetworkSpec:
@@ -242,8 +244,8 @@ class RegressionPotential(Potential):
         if v.shape[1] != self.n_params:
             raise ConfigError(f"directions have {v.shape[1]} components; expected "
                               f"{self.n_params}")
-        out = krop.hvp(th, self._widths, self._act, self.x, self.y, self.block, v,
-                       1 if threads is None else threads)
+        net = (self._widths, self._act, self.x, self.y, self.block)
+        out = krop.hvp(th, net, v, 1 if threads is None else threads)
         out *= self.tau
         out += self.prec * v
         return out if np.ndim(v_kp) == 2 else out[0]
@@ -259,15 +261,15 @@ class RegressionPotential(Potential):
         if self.hessian_method == "rop":
             if int(column_block) < 1:
                 raise ConfigError(f"column_block = {column_block}; expected a positive integer")
-            h = krop.hessian(th, self._widths, self._act, self.x, self.y, self.block, idx,
-                             column_block, 1 if threads is None else threads)
+            net = (self._widths, self._act, self.x, self.y, self.block)
+            h = krop.hessian(th, net, idx, column_block, 1 if threads is None else threads)
             h *= self.tau
             h[np.diag_indices_from(h)] += self.prec if idx is None else self.prec[idx]
             return h
         out = np.empty((self.n_params, self.n_params))
-        krh.hessian(th, int(self._widths[0]), int(self._widths[1]), int(self._widths[2]),
-                    bool(self._act & k.HIDDEN_TANH), self.x, self.y, False, self.tau,
-                    self.prec, out)
+        shape = (int(self._widths[0]), int(self._widths[1]), int(self._widths[2]),
+                 bool(self._act & k.HIDDEN_TANH), False)
+        krh.hessian(th, shape, self.x, self.y, self.tau, self.prec, out)
         if idx is None:
             return out
         return np.ascontiguousarray(out[np.ix_(idx, idx)])

@@ -47,6 +47,7 @@ from thermonet.api import Potential, as_theta
 from thermonet.api.hyper import GammaPrior, HyperModel
 from thermonet.errors import ConfigError
 from thermonet.kernels import mlp_regression_scale as ks
+from thermonet.kernels.leapfrog import Dynamics
 from thermonet.types import FloatArray
 
 
@@ -193,11 +194,12 @@ class ScaleFactorPotential(Potential):
                    precision: str = "float64") -> tuple[float, int, int, int]:
         """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
         inner = self.inner
-        e, n, status, n_ref = ks.trajectory(
-            theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
+        model = ks.ScaleModel(
             self.n_weights, self.group_of, self.group_scale, self.v_prec, self.a, self.b,
             self.temperature, self.arch.widths, inner.kact, inner.kx, inner.ky, inner.block,
             self._work, self._partial, self._w, self._gw, self._f, inner.tau, inner.const)
+        e, n, status, n_ref = ks.trajectory(
+            theta, p, grad, Dynamics(inv_mass, step, n_steps, half_width, runaway), wall, model)
         return float(e), int(n), int(status), int(n_ref)
 
     def copy(self) -> ScaleFactorPotential:

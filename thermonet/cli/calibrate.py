@@ -29,7 +29,7 @@ def calibrate(force: bool, as_json: bool) -> None:
     Example:
         thermonet calibrate --force
     """
-    from thermonet.kernels import backend, calibration
+    from thermonet.kernels.matmul import backend, calibration
 
     record = backend.calibrate(force=force)
     want = backend.requested()

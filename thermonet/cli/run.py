@@ -146,7 +146,7 @@ def _keep_backend(run_dir: Path) -> None:
     differently), unless THERMONET_BLAS names one: before any kernel is imported, which fixes
     the process's backend."""
     from thermonet.io.checkpoint import recorded_backend
-    from thermonet.kernels import backend
+    from thermonet.kernels.matmul import backend
 
     recorded = recorded_backend(run_dir)
     if recorded and not backend.chosen():

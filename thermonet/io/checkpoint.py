@@ -77,7 +77,7 @@ class Checkpoint:
         The kernels' BLAS backend of the process that wrote the checkpoint, handed in by the
         writer ("" for checkpoints from before it was recorded).
     blas_choice : dict
-        How that backend was chosen (:func:`thermonet.kernels.backend.choice`: ``how``,
+        How that backend was chosen (:func:`thermonet.kernels.matmul.backend.choice`: ``how``,
         ``reason``, the measured ``rates``); empty for checkpoints from before it was recorded.
     masses_k : ndarray of float64, shape (K, n_params), optional
         Per-rung masses estimated in warm-up (``[ladder] adapt_masses``); None: the

@@ -9,7 +9,7 @@ reference's in the same pass. One MLP gradient evaluation per step and no Python
 
 from __future__ import annotations
 
-import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,59 +31,53 @@ def bridge_mix(theta, gbase, lam, w0, k, grad):
     return 0.5 * q
 
 
-def _make_bridge_trajectory(reflect):
-    def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway,
-                              lam, w0, k, e0, widths, out_act, x, y, block, work, partial,
-                              gbase):
-        j = np.nan
-        e = np.nan
-        n_ref = 0
-        if not reflect:
-            bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-        lf.kick(p, grad, 0.5 * step)
-        if reflect:
-            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-        elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
-            return j, e, 1, lf.RUNAWAY, n_ref
-        for s in range(n_steps):
-            e = mlp.loss_and_grad(theta, widths, out_act, x, y, block, work, partial, gbase)
-            q = bridge_mix(theta, gbase, lam, w0, k, grad)
-            j = e0 + (1.0 - lam) * (e - e0) + lam * q
-            if not math.isfinite(j):
-                return j, e, s + 1, lf.NON_FINITE, n_ref
-            if s == n_steps - 1:
-                lf.kick(p, grad, 0.5 * step)
-            elif reflect:
-                lf.kick(p, grad, step)
-                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-            elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
-                                       bounds, im_r, hw_r):
-                return j, e, s + 2, lf.RUNAWAY, n_ref
-        return j, e, n_steps, lf.OK, n_ref
+class BridgeModel(NamedTuple):
+    """The arguments of :func:`mlp_bridge_trajectory` after ``wall``."""
 
-    return mlp_bridge_trajectory
+    lam: float
+    #: the reference: its centre, its diagonal stiffness and its energy ``E0``
+    w0: np.ndarray
+    k: np.ndarray
+    e0: float
+    #: the MLP and its data (float64), as in :func:`thermonet.kernels.mlp.loss_and_grad`
+    widths: np.ndarray
+    out_act: int
+    x: np.ndarray
+    y: np.ndarray
+    block: int
+    work: np.ndarray
+    partial: np.ndarray
+    #: scratch for dE/dtheta, shape ``(n_params,)``
+    gbase: np.ndarray
+
+
+@kernel
+def _bridge_gradient(theta, grad, model):
+    """dJ/dθ into ``grad``; returns ``(J_λ, E)``."""
+    lam, w0, k, e0, widths, out_act, x, y, block, work, partial, gbase = model
+    e = mlp.loss_and_grad(theta, (widths, out_act, x, y, block), work, partial, gbase)
+    q = bridge_mix(theta, gbase, lam, w0, k, grad)
+    return e0 + (1.0 - lam) * (e - e0) + lam * q, e
 
 
 #: :func:`mlp_bridge_trajectory` compiled for each wall mode
-#: (:func:`thermonet.kernels.leapfrog.by_wall`)
-MLP_BRIDGE_TRAJECTORY = lf.by_wall(_make_bridge_trajectory)
+#: (:func:`thermonet.kernels.leapfrog.trajectory_kernels`)
+MLP_BRIDGE_TRAJECTORY = lf.trajectory_kernels("mlp_bridge_trajectory", _bridge_gradient)
 
 
-def mlp_bridge_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
-                          lam, w0, k, e0, widths, out_act, x, y, block, work, partial, gbase):
-    """``n_steps`` velocity-Verlet steps on ``J_λ`` of the MLP; ``grad`` holds dJ/dθ on entry.
+def mlp_bridge_trajectory(theta, p, grad, dyn, wall, model):
+    """``dyn.n_steps`` velocity-Verlet steps on ``J_λ`` of the MLP; ``grad`` holds dJ/dθ on
+    entry.
 
-    Arguments as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64 only), plus
-    ``lam``, the reference ``w0``, ``k``, ``e0``, and ``gbase`` (n_params,) scratch for dE/dθ.
+    Arguments as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64 only), with
+    ``model`` a :class:`BridgeModel`.
 
     Returns
     -------
     (J, E, n_done, status, n_reflections)
         ``J_λ`` and the MLP energy ``E`` at the end point (from the last gradient evaluation).
     """
-    return lf.for_wall(MLP_BRIDGE_TRAJECTORY, wall)(
-        theta, p, grad, inv_mass, step, n_steps, half_width, runaway, lam, w0, k, e0, widths,
-        out_act, x, y, block, work, partial, gbase)
+    return lf.for_wall(MLP_BRIDGE_TRAJECTORY, wall)(theta, p, grad, tuple(dyn), tuple(model))
 
 
 @kernel

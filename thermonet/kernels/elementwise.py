@@ -14,8 +14,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from thermonet.kernels import simd
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import simd
 
 # ---------------------------------------------------------------------------------------------
 # exp in plain arithmetic
@@ -166,7 +166,7 @@ def _pade8(x, k):
 
 @kernel
 def logistic8(v):
-    """:func:`logistic` of eight lanes (a :data:`thermonet.kernels.simd.f64x8`): the same
+    """:func:`logistic` of eight lanes (a :data:`thermonet.kernels.matmul.simd.f64x8`): the same
     operations in the same order, so every lane has the bits of the scalar function."""
     x = simd.sub(simd.splat(-0.0), v)
     hi = simd.splat(-_LOGISTIC_VMIN)
@@ -183,7 +183,7 @@ def logistic8(v):
 
 @kernel
 def tanh8(z):
-    """``tanh(z)`` of eight lanes (a :data:`thermonet.kernels.simd.f64x8`) in one rational
+    """``tanh(z)`` of eight lanes (a :data:`thermonet.kernels.matmul.simd.f64x8`) in one rational
     step: with ``x = -2 z = k ln2 + r`` and Cephes' ``exp(x) = 2^k (Q + rP)/(Q - rP)`` (the form
     of :func:`logistic`), ``tanh(z) = (1 - exp(x))/(1 + exp(x)) = (Q (1 - 2^k) - rP (1 + 2^k)) /
     (Q (1 + 2^k) - rP (1 - 2^k))``. Written so, the numerator has no cancellation near

@@ -53,7 +53,8 @@ def _prefer_512_bit_vectors() -> None:
 def compiled_for_avx512() -> bool:
     """Whether Numba compiles this process's kernels with AVX-512: ``NUMBA_CPU_FEATURES`` if
     set, else the host's features unless ``NUMBA_CPU_NAME`` names another CPU. Only speed
-    depends on it (the tile of :mod:`thermonet.kernels.gemm`, the calibration's cache key)."""
+    depends on it (the tile of :mod:`~thermonet.kernels.matmul.gemm`, the calibration's cache
+    key)."""
     features = os.environ.get("NUMBA_CPU_FEATURES")
     if features is not None:
         return "+avx512f" in features.split(",")

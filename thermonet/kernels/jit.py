@@ -13,10 +13,11 @@ Numba keys a cached function on its own source file only, so a kernel that calls
 another file keeps running the *old* callee after that file changes (an HMC trajectory would
 keep an outdated gradient kernel). Functions compiled with :func:`kernel` are
 therefore stamped with a hash of their own file *and* of every ``.py`` file in
-``thermonet/kernels`` (plus the directories in ``THERMONET_KERNEL_DEPS``, separated by
-``os.pathsep``, for plugins whose kernels call each other across files): any edit recompiles
-them. The stamp also holds the BLAS backend (:mod:`thermonet.kernels.blas`), which is compiled
-into the kernels. This uses Numba's cache-locator hook and affects only functions compiled here.
+``thermonet/kernels`` and its sub-packages (plus the directories in ``THERMONET_KERNEL_DEPS``,
+separated by ``os.pathsep``, for plugins whose kernels call each other across files): any edit
+recompiles them. The stamp also holds the BLAS backend (:mod:`thermonet.kernels.matmul.blas`),
+which is compiled into the kernels. This uses Numba's cache-locator hook and affects only
+functions compiled here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import numba
 from numba import prange
 
-from thermonet.kernels import backend
+from thermonet.kernels.matmul import backend
 
 #: fastmath flags that keep NaN/inf semantics.
 SAFE_FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
@@ -47,7 +48,10 @@ def _dependency_hash(own_file: str) -> bytes:
     h = hashlib.sha256()
     h.update(backend.BACKEND.encode())   # read here: choosing it may measure (backend.py)
     files = {os.path.abspath(own_file)}
-    for d in _dependency_dirs():
+    for root, dirs, names in os.walk(_KERNELS_DIR):
+        dirs[:] = [n for n in dirs if n != "__pycache__"]
+        files.update(os.path.join(root, n) for n in names if n.endswith(".py"))
+    for d in _dependency_dirs()[1:]:
         if os.path.isdir(d):
             files.update(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".py"))
     for path in sorted(files):

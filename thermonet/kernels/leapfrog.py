@@ -1,8 +1,18 @@
 """Velocity-Verlet (leapfrog) pieces and complete HMC trajectories in compiled code.
 
-First-order building blocks (:func:`kick`, :func:`drift`, :func:`drift_reflect`) shared by every
-trajectory kernel, and :func:`mlp_trajectory`, the whole L-step trajectory of the built-in MLP
-with one gradient evaluation per step and no Python in the loop.
+First-order building blocks (:func:`kick`, :func:`drift`, :func:`drift_reflect`), the one
+L-step trajectory every compiled potential runs (:func:`trajectory_kernels`, which takes the
+potential's gradient kernel), and :func:`mlp_trajectory`, that trajectory for the built-in MLP:
+one gradient evaluation per step and no Python in the loop.
+
+Grouped arguments
+-----------------
+A trajectory kernel takes ``(theta, p, grad, dyn, model)``: the integrator's settings
+:class:`Dynamics` and the potential's arrays and scalars (``model``, a tuple whose fields the
+potential's own NamedTuple names, e.g. :class:`MLPModel`), each passed as a *plain* tuple
+(``tuple(Dynamics(...))``): Numba's dispatcher types a plain tuple in C but a NamedTuple in
+Python, about 3 µs more per call. The Python entry points (:func:`mlp_trajectory`, ...) take
+the NamedTuples and convert them.
 
 Box walls
 ---------
@@ -19,6 +29,9 @@ Box walls
 from __future__ import annotations
 
 import math
+import types
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +40,20 @@ from thermonet.kernels.jit import kernel
 
 WALL_NONE = 0
 WALL_REFLECT = 1
+
+
+class Dynamics(NamedTuple):
+    """The integrator's settings for one trajectory (the kernels take ``tuple(dyn)``)."""
+
+    #: ``1/m_i``, shape ``(n_params,)``
+    inv_mass: np.ndarray
+    step: float
+    n_steps: int
+    #: the box half-widths ``a_i``, shape ``(n_params,)``
+    half_width: np.ndarray
+    #: with WALL_NONE, stop when a coordinate reaches ``runaway * a_i``
+    runaway: float
+
 
 #: trajectory status codes
 OK = 0
@@ -141,9 +168,11 @@ def kick_drift_check_runs(theta, p, grad, step, bounds, inv_mass_r, half_width_r
 
 
 @kernel
-def kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway, bounds, im_r, hw_r):
+def kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway, run):
     """A full kick, a drift and the runaway test: on constant runs when :func:`runs` found them
-    (``bounds`` not empty), else on the arrays. Both give the same bits."""
+    (``run``, what it returned, with ``bounds`` not empty), else on the arrays. Both give the
+    same bits."""
+    bounds, im_r, hw_r = run
     if bounds.shape[0] > 0:
         return kick_drift_check_runs(theta, p, grad, step, bounds, im_r, hw_r, runaway)
     return kick_drift_check(theta, p, grad, inv_mass, step, half_width, runaway)
@@ -162,9 +191,10 @@ def _drift_count(theta, p, a, limit):
 
 
 @kernel
-def drift_runaway(theta, p, inv_mass, step, half_width, runaway, bounds, im_r, hw_r):
-    """:func:`drift_check` on constant runs when :func:`runs` found them (``bounds`` not
-    empty), else on the arrays; the same bits either way."""
+def drift_runaway(theta, p, inv_mass, step, half_width, runaway, run):
+    """:func:`drift_check` on constant runs when :func:`runs` found them (``run``, what it
+    returned, with ``bounds`` not empty), else on the arrays; the same bits either way."""
+    bounds, im_r, hw_r = run
     if bounds.shape[0] == 0:
         return drift_check(theta, p, inv_mass, step, half_width, runaway)
     n_bad = 0
@@ -287,14 +317,35 @@ def for_wall(kernels, wall):
     return kernels[WALL_REFLECT if wall == WALL_REFLECT else WALL_NONE]
 
 
-def _make_mlp_trajectory(reflect):
-    def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths,
-                       out_act, x, y, block, work, partial, theta_g, grad_g, cast):
+def _bind(f: Callable[..., Any], name: str, constants: dict[str, Any]) -> Callable[..., Any]:
+    """``f`` as a new function called ``name`` whose module globals also hold ``constants``.
+
+    Numba takes a global for a compile-time constant, as it does a closure variable, but its
+    cache keys a closure on its variables' pickled values, and a pickled kernel carries a
+    random id: a kernel held in a closure would never be found in the cache again. A global is
+    not part of the key (the stamp of :mod:`thermonet.kernels.jit` covers every kernel file).
+    """
+    g = dict(f.__globals__)
+    g.update(constants)
+    out = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
+    out.__qualname__ = name
+    out.__doc__ = f.__doc__
+    return out
+
+
+def _make_trajectory(reflect: bool, fused: bool) -> Callable[..., Any]:
+    # _GRADIENT, _FUSED_READY and _FUSED_KICK are the globals _bind gives each kernel
+    def trajectory(theta, p, grad, dyn, model):
+        """L velocity-Verlet steps; see :func:`trajectory_kernels`."""
+        inv_mass, step, n_steps, half_width, runaway = dyn
         e = np.nan
+        aux = np.nan
         n_ref = 0
         if not reflect:
-            bounds, im_r, hw_r = runs(inv_mass, half_width, MAX_RUNS)
-        direct = not cast and theta.itemsize == 8 and mlp.n_blocks(x.shape[0], block) == 1
+            run = runs(inv_mass, half_width, MAX_RUNS)
+        direct = False
+        if fused:
+            direct = _FUSED_READY(theta, model)  # noqa: F821
         # Adjacent half-kicks are merged: a half kick, then per step (drift, gradient, full
         # kick) with a half kick at the end. Without walls the full kick and the next drift
         # (with the runaway test) are one fused pass over the parameters; in the direct mode
@@ -303,94 +354,137 @@ def _make_mlp_trajectory(reflect):
         if reflect:
             n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
         elif drift_check(theta, p, inv_mass, step, half_width, runaway):
-            return e, 1, RUNAWAY, n_ref
+            return e, aux, 1, RUNAWAY, n_ref
         for s in range(n_steps):
             last = s == n_steps - 1
-            if direct and not last:
-                # what mlp.loss_and_kick does with one block of float64 data, without
-                # compiling that kernel into this one; theta_g is theta here (not cast), and
-                # passing it keeps the float32 kernels' typing of this untaken branch (where
-                # kick_block does nothing) in one dtype
-                _, e = mlp.kick_block(theta_g, widths, out_act, x, y, work, p, step)
-                if not math.isfinite(e):
-                    return e, s + 1, NON_FINITE, n_ref
-                if reflect:
-                    n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-                elif drift_runaway(theta, p, inv_mass, step, half_width, runaway, bounds, im_r,
-                                   hw_r):
-                    return e, s + 2, RUNAWAY, n_ref
-                continue
-            # one code path for both precisions (Numba types every branch): with ``cast``
-            # false, theta_g and grad_g are theta and grad themselves
-            if cast:
-                _copy_cast(theta, theta_g)
-            e = mlp.loss_and_grad(theta_g, widths, out_act, x, y, block, work, partial, grad_g)
-            if cast:
-                _copy_cast(grad_g, grad)
+            # the bare closure constant, alone, so that Numba prunes the branch (by_wall)
+            if fused:  # noqa: SIM102
+                if direct and not last:
+                    e = _FUSED_KICK(theta, p, step, model)  # noqa: F821
+                    aux = e
+                    if not math.isfinite(e):
+                        return e, aux, s + 1, NON_FINITE, n_ref
+                    if reflect:
+                        n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
+                    elif drift_runaway(theta, p, inv_mass, step, half_width, runaway, run):
+                        return e, aux, s + 2, RUNAWAY, n_ref
+                    continue
+            e, aux = _GRADIENT(theta, grad, model)  # noqa: F821
             if not math.isfinite(e):
-                return e, s + 1, NON_FINITE, n_ref
+                return e, aux, s + 1, NON_FINITE, n_ref
             if last:
                 kick(p, grad, 0.5 * step)
             elif reflect:
                 kick(p, grad, step)
                 n_ref += drift_reflect(theta, p, inv_mass, step, half_width)
-            elif kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
-                                    bounds, im_r, hw_r):
-                return e, s + 2, RUNAWAY, n_ref
-        return e, n_steps, OK, n_ref
+            elif kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway, run):
+                return e, aux, s + 2, RUNAWAY, n_ref
+        return e, aux, n_steps, OK, n_ref
 
-    return mlp_trajectory
+    return trajectory
+
+
+def trajectory_kernels(name: str, gradient: Any, fused_ready: Any = None,
+                       fused_kick: Any = None) -> dict[int, Any]:
+    """The trajectory of one potential, compiled per wall mode (:func:`by_wall`).
+
+    Each kernel is ``kernel(theta, p, grad, dyn, model) -> (e, aux, n_done, status,
+    n_reflections)``: ``n_steps`` velocity-Verlet steps from ``theta`` with momentum ``p``,
+    ``grad`` holding dE/dtheta at ``theta`` on entry; on exit all three hold the end point (after
+    an early stop, status not OK, ``grad`` is not the gradient there). ``dyn`` is
+    ``tuple(Dynamics(...))`` and ``model`` the potential's plain tuple.
+
+    ``gradient(theta, grad, model) -> (e, aux)`` is the potential's kernel: it writes dE/dtheta
+    to ``grad`` and returns the energy the trajectory tests for finiteness and returns, and
+    one more float it passes through (the bridge's MLP energy; the energy again for others).
+    ``fused_ready(theta, model) -> bool`` and ``fused_kick(theta, p, step, model) -> e``, both
+    or neither, give the fused path: when ``fused_ready`` holds, every full kick but the last
+    is ``fused_kick``, which puts ``p -= step * dE/dtheta`` straight into ``p`` without storing
+    the gradient (the built-in MLP with its data in one float64 block: :func:`mlp_trajectory`).
+    The kernels share one source; ``gradient`` and the fused pair reach them as compile-time
+    constants, and the kernels' names (and cache files) are ``<name>_endpoint`` and
+    ``<name>_reflect``.
+    """
+    fused = fused_ready is not None
+    constants = {"_GRADIENT": gradient, "_FUSED_READY": fused_ready if fused else gradient,
+                 "_FUSED_KICK": fused_kick if fused else gradient}
+    return by_wall(lambda reflect: _bind(_make_trajectory(reflect, fused), name, constants))
+
+
+class MLPModel(NamedTuple):
+    """The built-in MLP's arguments of :func:`mlp_trajectory`."""
+
+    #: the network and its data, as in :func:`thermonet.kernels.mlp.loss_and_grad`; ``x``,
+    #: ``work`` and ``partial`` have the dtype of the gradient evaluation
+    widths: np.ndarray
+    out_act: int
+    x: np.ndarray
+    y: np.ndarray
+    block: int
+    work: np.ndarray
+    partial: np.ndarray
+    #: buffers in the gradient dtype. With ``cast`` true (mixed precision, float32
+    #: gradients) theta is copied into ``theta_g`` and the gradient computed into ``grad_g``,
+    #: then widened into ``grad``; otherwise they are ``theta`` and ``grad`` themselves
+    theta_g: np.ndarray
+    grad_g: np.ndarray
+    cast: bool
+
+
+@kernel
+def _mlp_gradient(theta, grad, model):
+    widths, out_act, x, y, block, work, partial, theta_g, grad_g, cast = model
+    # one code path for both precisions (Numba types every branch): with ``cast`` false,
+    # theta_g and grad_g are theta and grad themselves
+    if cast:
+        _copy_cast(theta, theta_g)
+    e = mlp.loss_and_grad(theta_g, (widths, out_act, x, y, block), work, partial, grad_g)
+    if cast:
+        _copy_cast(grad_g, grad)
+    return e, e
+
+
+@kernel
+def _mlp_fused_ready(theta, model):
+    _, _, x, _, block, _, _, _, _, cast = model
+    return not cast and theta.itemsize == 8 and mlp.n_blocks(x.shape[0], block) == 1
+
+
+@kernel
+def _mlp_fused_kick(theta, p, step, model):
+    widths, out_act, x, y, _, work, _, theta_g, _, _ = model
+    # what mlp.loss_and_kick does with one block of float64 data, without compiling that
+    # kernel into this one; theta_g is theta here (not cast), and passing it keeps the float32
+    # kernels' typing of this untaken path (where kick_block does nothing) in one dtype
+    _, e = mlp.kick_block(theta_g, widths, out_act, x, y, work, p, step)
+    return e
 
 
 #: :func:`mlp_trajectory` compiled for each wall mode (:func:`by_wall`)
-MLP_TRAJECTORY = by_wall(_make_mlp_trajectory)
+MLP_TRAJECTORY = trajectory_kernels("mlp_trajectory", _mlp_gradient, _mlp_fused_ready,
+                                    _mlp_fused_kick)
 
 
-def mlp_trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
-                   widths, out_act, x, y, block, work, partial, theta_g, grad_g, cast):
-    """One HMC trajectory of the built-in MLP: ``n_steps`` velocity-Verlet steps.
+def mlp_trajectory(theta, p, grad, dyn, wall, model):
+    """One HMC trajectory of the built-in MLP: ``dyn.n_steps`` velocity-Verlet steps.
 
     On entry ``grad`` holds dE/dtheta at ``theta``. On exit ``theta``, ``p`` and ``grad`` hold
     the end point. One gradient evaluation per step.
 
-    Parameters
-    ----------
-    theta, p, grad : ndarray of float64, shape (n_params,)
-        Overwritten.
-    inv_mass : ndarray of float64, shape (n_params,)
-    step : float
-    n_steps : int
-    wall : int
-        WALL_NONE or WALL_REFLECT: selects the kernel compiled for that mode
-        (:data:`MLP_TRAJECTORY`), which runs the trajectory.
-    half_width : ndarray of float64, shape (n_params,)
-        Box half-widths ``a_i = sigma_i / 2``.
-    runaway : float
-        With WALL_NONE, stop when a coordinate reaches ``runaway * a_i``.
-    widths, out_act, x, y, block, work, partial
-        The MLP and its data, as in :func:`thermonet.kernels.mlp.loss_and_grad`; ``x``,
-        ``work`` and ``partial`` have the dtype of the gradient evaluation.
-    theta_g, grad_g : ndarray, shape (n_params,)
-        Buffers in the gradient dtype. With ``cast`` true (mixed precision, float32
-        gradients), theta is copied into ``theta_g`` and the gradient computed into ``grad_g``
-        then widened into ``grad``; otherwise pass ``theta`` and ``grad`` themselves.
+    ``theta``, ``p`` and ``grad`` (float64, shape ``(n_params,)``) are overwritten; ``dyn``
+    is a :class:`Dynamics`, ``model`` an :class:`MLPModel`; ``wall`` (WALL_NONE or
+    WALL_REFLECT) selects the kernel of :data:`MLP_TRAJECTORY` that runs the trajectory.
+    Returns ``(energy, n_done, status, n_reflections)``: ``energy`` is E at the end point from
+    the last gradient evaluation (in the gradient's precision); ``status`` is OK, RUNAWAY or
+    NON_FINITE. After an early stop (status not OK) ``grad`` is not the gradient at ``theta``.
 
-    Returns
-    -------
-    (energy, n_done, status, n_reflections)
-        ``energy`` is E at the end point from the last gradient evaluation (in the gradient's
-        precision); ``status`` is OK, RUNAWAY or NON_FINITE. After an early stop (status not
-        OK) ``grad`` is not the gradient at ``theta``.
-
-    Notes
-    -----
     With float64 gradients and the data in one block, the full kicks inside the trajectory
     put the gradient straight into ``p`` (``thermonet.kernels.mlp.kick_block``, as
     :func:`thermonet.kernels.mlp.loss_and_kick` does), so the gradient is never stored and the
-    pass after it only drifts. The result then differs
-    from separate gradient and kick steps by the rounding of the matrix products (a few ulp;
-    none with the ``np.dot`` backend). The last step always computes ``grad``.
+    pass after it only drifts. The result then differs from separate gradient and kick steps
+    by the rounding of the matrix products (a few ulp; none with the ``np.dot`` backend). The
+    last step always computes ``grad``.
     """
-    return for_wall(MLP_TRAJECTORY, wall)(
-        theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, out_act, x, y,
-        block, work, partial, theta_g, grad_g, cast)
+    e, _, n_done, status, n_ref = for_wall(MLP_TRAJECTORY, wall)(theta, p, grad, tuple(dyn),
+                                                                 tuple(model))
+    return e, n_done, status, n_ref

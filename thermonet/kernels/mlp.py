@@ -29,7 +29,8 @@ Blocks
 ------
 The data set is processed in blocks of ``block`` rows. Each block's gradient is a separate
 partial sum, and partials are added in block order. The serial kernel
-(:func:`loss_and_grad`) and the threaded one (:func:`loss_and_grad_parallel`) perform exactly
+(:func:`loss_and_grad`) and the threaded one
+(:func:`thermonet.kernels.mlp_parallel.loss_and_grad_parallel`) perform exactly
 the same floating-point operations in the same order, so their results are bitwise identical
 for any number of threads. The block size is part of the numerical recipe; the thread count is
 not.
@@ -42,7 +43,7 @@ allocated inside a sampling loop. (The only allocation per block is a float64 ar
 
 Speed (docs/performance.md)
 ---------------------------
-The matrix products go through :func:`thermonet.kernels.blas.gemm`: Intel MKL, ``np.dot``
+The matrix products go through :func:`thermonet.kernels.matmul.blas.gemm`: Intel MKL, ``np.dot``
 (SciPy's OpenBLAS) or thermonet's own register-blocked products, whichever was measured fastest
 here, in layouts each handles well (with OpenBLAS the small weight matrices above the first
 layer are transposed into scratch for the forward products, with thermonet's own products
@@ -56,15 +57,17 @@ single-threaded per Numba thread (:func:`thermonet.kernels.threads.limit`); they
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels.blas import BACKEND as _BLAS_BACKEND
-from thermonet.kernels.blas import gemm, gemm_acc
 from thermonet.kernels.elementwise import ONE_F, add_bias, sigmoid_inplace, tanh_inplace
 from thermonet.kernels.jit import kernel
 from thermonet.kernels.losses import block_data_term
+from thermonet.kernels.matmul.blas import BACKEND as _BLAS_BACKEND
+from thermonet.kernels.matmul.blas import gemm, gemm_acc
 
 LINEAR = 0
 LOGISTIC = 1
@@ -72,6 +75,23 @@ LOGISTIC = 1
 OUTPUT_MASK = 1
 #: bit of the activation code: tanh hidden units (otherwise logistic)
 HIDDEN_TANH = 2
+
+class Net(NamedTuple):
+    """A network and its data: the ``net`` of :func:`loss`, :func:`loss_and_grad`,
+    :func:`loss_and_kick` and :mod:`thermonet.kernels.mlp_parallel`'s kernels. Kernels take it
+    as a plain tuple (``tuple(Net(...))``; thermonet.kernels.leapfrog says why)."""
+
+    #: int64 ``[n_in, h_1, ..., n_out]``
+    widths: np.ndarray
+    #: the activation code (module docstring)
+    out_act: int
+    #: the inputs, shape ``(n_data, n_in)``, C-contiguous, in the kernels' dtype
+    x: np.ndarray
+    #: int64 labels ``(n_data,)`` or float targets ``(n_data, n_out)``
+    y: np.ndarray
+    #: rows per block
+    block: int
+
 
 #: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL;
 #: thermonet's own products read the second operand row by row and need it)
@@ -173,6 +193,17 @@ def _first_layer_typed(xb, w, work, t_off, z):
 
 
 @kernel
+def layer_views(theta, work, p_off, a_off, rows, n_in, n_out):
+    """One layer's weights ``W`` (shape ``(n_out, n_in)``) and biases ``b`` in ``theta`` from
+    ``p_off`` (the layout of the module docstring), and its ``(rows, n_out)`` activations in
+    ``work`` from ``a_off``: views, as every forward pass walks the layers."""
+    w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
+    b = theta[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
+    z = work[a_off:a_off + rows * n_out].reshape((rows, n_out))
+    return w, b, z
+
+
+@kernel
 def forward(theta, widths, out_act, xb, work):
     """Forward pass of one block; returns the offset of the output activations in ``work``.
 
@@ -187,9 +218,7 @@ def forward(theta, widths, out_act, xb, work):
     for layer in range(n_layers):
         n_in = widths[layer]
         n_out = widths[layer + 1]
-        w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
-        b = theta[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
-        z = work[a_off:a_off + rows * n_out].reshape((rows, n_out))
+        w, b, z = layer_views(theta, work, p_off, a_off, rows, n_in, n_out)
         if layer == 0:
             _first_layer(xb, w, work, t_off, z)
         else:
@@ -236,13 +265,14 @@ def _bias_out(out, acc, kick):
 
 
 @kernel
-def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking, kick):
-    """Energy of one block and its gradient written (not added) to ``grad``, with ``kicking``
-    false (``kick`` is then unused).
+def block_loss_and_grad(theta, net, work, grad, kicking, kick):
+    """Energy of one block (``net``'s ``x`` and ``y`` are the block's rows; its ``block`` is
+    unused) and its gradient written (not added) to ``grad``, with ``kicking`` false (``kick``
+    is then unused).
 
     With ``kicking`` true (float64 only) ``grad`` is instead the momentum vector ``p`` and
     receives ``p -= kick * gradient`` directly: the weight gradients are accumulated into ``p``
-    by the matrix products (:func:`thermonet.kernels.blas.gemm_acc`) and the bias gradients
+    by the matrix products (:func:`thermonet.kernels.matmul.blas.gemm_acc`) and the bias gradients
     (column sums, formed in scratch at the end of ``work``) are subtracted afterwards. The
     gradient itself is never written to memory, which saves the leapfrog pass two streams
     over the parameters (docs/performance.md).
@@ -251,6 +281,7 @@ def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking, kic
     a plain ``True``/``False`` reaches Numba as a literal type, which compiles this function
     once per value (about 1.3 CPU s more of a cold start, docs/performance.md).
     """
+    widths, out_act, xb, yb, _ = net
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     out_off = forward(theta, widths, out_act, xb, work)
@@ -336,17 +367,17 @@ def block_loss_and_grad(theta, widths, out_act, xb, yb, work, grad, kicking, kic
 
 
 @kernel
-def loss(theta, widths, out_act, x, y, block, work):
+def loss(theta, net, work):
     """Energy ``E(D|w)`` (summed cross-entropy, float64) of the MLP at ``theta``.
 
     Parameters
     ----------
     theta : ndarray of float64 or float32, shape (n_params,)
-    widths : ndarray of int64, shape (n_layers + 1,)
-    out_act : int, 0 (linear) or 1 (logistic)
-    x : ndarray, same dtype as theta, shape (n_data, widths[0]), C-contiguous
-    y : ndarray of int64, shape (n_data,), labels in ``[0, widths[-1])``
-    block : int, rows per block
+    net : tuple
+        ``tuple(Net(widths, out_act, x, y, block))``: ``widths`` int64 of shape
+        ``(n_layers + 1,)``, ``out_act`` the activation code, ``x`` of theta's dtype and shape
+        ``(n_data, widths[0])``, C-contiguous, ``y`` int64 labels in ``[0, widths[-1])`` of
+        shape ``(n_data,)`` (or float targets), ``block`` rows per block
     work : ndarray, same dtype as theta, shape (>= work_size(widths, block),)
 
     Returns
@@ -354,6 +385,7 @@ def loss(theta, widths, out_act, x, y, block, work):
     float
         The energy in nats; NaN or inf if the forward pass overflowed.
     """
+    widths, out_act, x, y, block = net
     n = x.shape[0]
     n_layers = widths.shape[0] - 1
     n_cls = widths[n_layers]
@@ -369,24 +401,25 @@ def loss(theta, widths, out_act, x, y, block, work):
 
 
 @kernel
-def loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad):
+def loss_and_grad(theta, net, work, partial, grad):
     """Energy and gradient in one pass, serially over blocks.
 
     ``grad`` (shape ``(n_params,)``) is overwritten with dE/dtheta; ``partial`` is scratch of
     shape ``(n_params,)``. Returns the energy (float64). Other arguments as in :func:`loss`.
     """
+    widths, out_act, x, y, block = net
     n = x.shape[0]
     nb = n_blocks(n, block)
     if nb == 0:
         grad[:] = 0.0
         return 0.0
-    e = block_loss_and_grad(theta, widths, out_act, x[0:min(n, block)], y[0:min(n, block)],
-                             work, grad, np.bool_(False), 0.0)
+    e = block_loss_and_grad(theta, (widths, out_act, x[0:min(n, block)], y[0:min(n, block)],
+                                    block), work, grad, np.bool_(False), 0.0)
     for blk in range(1, nb):
         r0 = blk * block
         r1 = min(n, r0 + block)
-        e += block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1], work, partial,
-                                 np.bool_(False), 0.0)
+        e += block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1], block), work,
+                                 partial, np.bool_(False), 0.0)
         for i in range(grad.shape[0]):
             grad[i] += partial[i]
     return e
@@ -402,8 +435,8 @@ def kick_block(theta, widths, out_act, x, y, work, p, kick):
 def _kick_block_typed(theta, widths, out_act, x, y, work, p, kick):
     if all(getattr(a, "dtype", None) == types.float64 for a in (theta, x, work, p)):
         def impl(theta, widths, out_act, x, y, work, p, kick):
-            return True, block_loss_and_grad(theta, widths, out_act, x, y, work, p,
-                                              np.bool_(True), kick)
+            return True, block_loss_and_grad(theta, (widths, out_act, x, y, x.shape[0]), work,
+                                              p, np.bool_(True), kick)
     else:
         def impl(theta, widths, out_act, x, y, work, p, kick):
             return False, 0.0
@@ -411,7 +444,7 @@ def _kick_block_typed(theta, widths, out_act, x, y, work, p, kick):
 
 
 @kernel
-def loss_and_kick(theta, widths, out_act, x, y, block, work, partial, grad, p, kick):
+def loss_and_kick(theta, net, work, partial, grad, p, kick):
     """Energy, and the momentum update ``p -= kick * dE/dtheta`` (a leapfrog kick).
 
     With the data in one block and float64 arrays the gradient goes straight into ``p``
@@ -421,12 +454,13 @@ def loss_and_kick(theta, widths, out_act, x, y, block, work, partial, grad, p, k
     products (bitwise equal with the ``np.dot`` backend). Returns the energy, bitwise that of
     :func:`loss_and_grad`.
     """
+    widths, out_act, x, y, block = net
     n = x.shape[0]
     if n_blocks(n, block) == 1:
         done, e = kick_block(theta, widths, out_act, x, y, work, p, kick)
         if done:
             return e
-    e = loss_and_grad(theta, widths, out_act, x, y, block, work, partial, grad)
+    e = loss_and_grad(theta, net, work, partial, grad)
     for i in range(p.shape[0]):
         p[i] = p[i] - kick * grad[i]
     return e
@@ -447,15 +481,3 @@ def predict_logits(theta, widths, out_act, x, block, work, logits_out):
             for c in range(n_cls):
                 logits_out[r0 + r, c] = logits[r, c]
 
-
-_MOVED = {"loss_and_grad_parallel", "loss_batch", "loss_and_grad_batch",
-          "loss_and_grad_batch_parallel"}
-
-
-def __getattr__(name: str):
-    # the batched and threaded kernels live in kernels.mlp_parallel; this keeps their old path
-    if name in _MOVED:
-        from thermonet.kernels import mlp_parallel
-
-        return getattr(mlp_parallel, name)
-    raise AttributeError(f"module 'thermonet.kernels.mlp' has no attribute {name!r}")

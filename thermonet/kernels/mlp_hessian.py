@@ -48,15 +48,20 @@ def _count_nonzero(v, stop):
 
 
 @kernel
-def _rop_direction(theta, widths, out_act, xb, yb, acts, gz, ga, ds, v, out, ra, rgz, rgz2):
+def _rop_direction(theta, block_net, base, v, out, scratch):
     """Add ``H_block @ v`` (the Hessian of one data block's energy along ``v``) to ``out``.
 
-    ``acts`` holds the activations ``a_l`` (l = 1..L, row-major ``(rows, n_l)``, concatenated),
-    ``gz`` the base back-propagated ``dE/dz_l``, ``ga`` the base ``dE/da_l`` (hidden layers),
-    ``ds`` ``dE/ds`` of the outputs ``s`` (the logits); ``yb`` (the block's targets) selects
-    the data term. ``ra`` (same layout as ``acts``) receives ``R{a_l}``; ``rgz``/``rgz2`` are
+    ``block_net`` is ``(widths, out_act, xb, yb)``, ``base`` the base pass's ``(acts, gz, ga,
+    ds)`` (:func:`_base_pass`) and ``scratch`` ``(ra, rgz, rgz2)``. ``acts`` holds the
+    activations ``a_l`` (l = 1..L, row-major ``(rows, n_l)``, concatenated), ``gz`` the base
+    back-propagated ``dE/dz_l``, ``ga`` the base ``dE/da_l`` (hidden layers), ``ds``
+    ``dE/ds`` of the outputs ``s`` (the logits); ``yb`` (the block's targets) selects the data
+    term. ``ra`` (same layout as ``acts``) receives ``R{a_l}``; ``rgz``/``rgz2`` are
     scratch of ``rows * max width`` entries.
     """
+    widths, out_act, xb, yb = block_net
+    acts, gz, ga, ds = base
+    ra, rgz, rgz2 = scratch
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     n_cls = widths[n_layers]
@@ -187,8 +192,11 @@ def _rop_direction(theta, widths, out_act, xb, yb, acts, gz, ga, ds, v, out, ra,
 
 
 @kernel
-def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
-    """Forward and backward pass of one data block, keeping every layer's quantities."""
+def _base_pass(theta, block_net, base):
+    """Forward and backward pass of one data block, keeping every layer's quantities in
+    ``base = (acts, gz, ga, ds)``; ``block_net`` is ``(widths, out_act, xb, yb)``."""
+    widths, out_act, xb, yb = block_net
+    acts, gz, ga, ds = base
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     n_cls = widths[n_layers]
@@ -200,9 +208,7 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
     for layer in range(n_layers):
         n_in = widths[layer]
         n_out = widths[layer + 1]
-        w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
-        b = theta[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
-        z = acts[a_off:a_off + rows * n_out].reshape((rows, n_out))
+        w, b, z = k.layer_views(theta, acts, p_off, a_off, rows, n_in, n_out)
         if layer == 0:
             np.dot(xb, w.T, z)
         else:
@@ -264,7 +270,7 @@ def _base_pass(theta, widths, out_act, xb, yb, acts, gz, ga, ds):
 
 
 @kernel(parallel=True)
-def rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
+def rop_hvp(theta, net, v_kp, out_kp):
     """``out_kp[k] = H @ v_kp[k]`` for every row k, H the Hessian of the data term (the summed
     cross-entropy of int64 labels ``y``, half the summed squared error of float targets ``y``
     of shape ``(n, n_out)``).
@@ -272,7 +278,7 @@ def rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
     Parameters
     ----------
     theta : ndarray of float64, shape (n_params,)
-    widths, out_act, x, y, block : as in :func:`thermonet.kernels.mlp.loss`
+    net : ``tuple(thermonet.kernels.mlp.Net(widths, out_act, x, y, block))``
     v_kp : ndarray of float64, shape (K, n_params), C-contiguous
     out_kp : ndarray of float64, shape (K, n_params), overwritten
 
@@ -280,6 +286,7 @@ def rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
     Numba's threads, each direction's result accumulated by one thread in block order, so the
     result is bitwise independent of the number of threads.
     """
+    widths, out_act, x, y, block = net
     n = x.shape[0]
     n_layers = widths.shape[0] - 1
     total = 0
@@ -301,29 +308,33 @@ def rop_hvp(theta, widths, out_act, x, y, block, v_kp, out_kp):
         gz = np.empty(rows * total)
         ga = np.empty(max(rows * hidden_total, 1))
         ds = np.empty((rows, widths[n_layers]))
-        _base_pass(theta, widths, out_act, xb, y[r0:r1], acts, gz, ga, ds)
+        block_net = (widths, out_act, xb, y[r0:r1])
+        base = (acts, gz, ga, ds)
+        _base_pass(theta, block_net, base)
         for kk in prange(n_dir):
             ra = np.empty(rows * total)
             rgz = np.empty(rows * widest)
             rgz2 = np.empty(rows * widest)
-            _rop_direction(theta, widths, out_act, xb, y[r0:r1], acts, gz, ga, ds, v_kp[kk],
-                           out_kp[kk], ra, rgz, rgz2)
+            _rop_direction(theta, block_net, base, v_kp[kk], out_kp[kk], (ra, rgz, rgz2))
 
 
-def hvp(theta, widths, out_act, x, y, block, v_kp, threads):
+def hvp(theta, net, v_kp, threads):
     """``H @ v`` of the data term for the rows of ``v_kp`` by :func:`rop_hvp` (float64, shape
-    ``(K, n_params)``), with ``threads`` Numba threads; bitwise the same for any number."""
+    ``(K, n_params)``), with ``threads`` Numba threads; bitwise the same for any number.
+    ``net`` is a :class:`thermonet.kernels.mlp.Net`."""
     v = np.ascontiguousarray(v_kp, dtype=np.float64)
     out = np.empty_like(v)
     with limit(max(1, int(threads))):
-        rop_hvp(theta, widths, out_act, x, y, block, v, out)
+        rop_hvp(theta, tuple(net), v, out)
     return out
 
 
-def hessian(theta, widths, out_act, x, y, block, index, column_block, threads):
+def hessian(theta, net, index, column_block, threads):
     """The data term's exact Hessian (not symmetrised) as ``H e_j`` for every requested column
     ``j``, ``column_block`` columns per :func:`rop_hvp` call; only the rows and columns
-    ``index`` (an int array, or None for all). Bitwise the same for any ``threads``."""
+    ``index`` (an int array, or None for all); ``net`` a :class:`thermonet.kernels.mlp.Net`.
+    Bitwise the same for any ``threads``."""
+    net = tuple(net)
     d = theta.shape[0]
     idx = np.arange(d) if index is None else np.asarray(index, dtype=np.int64)
     n = idx.shape[0]
@@ -338,6 +349,6 @@ def hessian(theta, widths, out_act, x, y, block, index, column_block, threads):
             e[:] = 0.0
             e[np.arange(j1 - j0), idx[j0:j1]] = 1.0
             # row j of the result holds H e_j = column j (H is symmetric up to rounding)
-            rop_hvp(theta, widths, out_act, x, y, block, e, col[:j1 - j0])
+            rop_hvp(theta, net, e, col[:j1 - j0])
             h[j0:j1] = col[:j1 - j0][:, idx] if index is not None else col[:j1 - j0]
     return h

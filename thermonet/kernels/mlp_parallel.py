@@ -18,9 +18,9 @@ _REDUCE_CHUNK = 2048
 
 
 @kernel(parallel=True)
-def loss_and_grad_parallel(theta, widths, out_act, x, y, block, n_slots, work_s, partial_b,
-                           grad):
-    """As :func:`loss_and_grad`, with the blocks spread over Numba's threads.
+def loss_and_grad_parallel(theta, net, n_slots, work_s, partial_b, grad):
+    """As :func:`thermonet.kernels.mlp.loss_and_grad`, with the blocks spread over Numba's
+    threads (``net`` as there).
 
     The blocks are split into ``min(n_slots, n_blocks)`` contiguous ranges ("slots"), run in
     parallel (pass the number of threads as ``n_slots``: one slot per thread). ``work_s`` has
@@ -33,6 +33,7 @@ def loss_and_grad_parallel(theta, widths, out_act, x, y, block, n_slots, work_s,
     many). So the result is bitwise identical to the serial kernel's for any ``n_slots`` and
     any thread count.
     """
+    widths, out_act, x, y, block = net
     n = x.shape[0]
     nb = n_blocks(n, block)
     n_p = grad.shape[0]
@@ -48,11 +49,12 @@ def loss_and_grad_parallel(theta, widths, out_act, x, y, block, n_slots, work_s,
             r0 = blk * block
             r1 = min(n, r0 + block)
             if blk == 0:
-                e_b[0] = block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
-                                              work_s[s], grad, np.bool_(False), 0.0)
+                e_b[0] = block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1],
+                                                      block), work_s[s], grad, np.bool_(False),
+                                              0.0)
             else:
-                e_b[blk] = block_loss_and_grad(theta, widths, out_act, x[r0:r1], y[r0:r1],
-                                                work_s[s], partial_b[blk],
+                e_b[blk] = block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1],
+                                                        block), work_s[s], partial_b[blk],
                                                 np.bool_(False), 0.0)
                 if s == 0:
                     for i in range(n_p):
@@ -79,31 +81,28 @@ def loss_and_grad_parallel(theta, widths, out_act, x, y, block, n_slots, work_s,
 
 
 @kernel
-def loss_batch(theta_kp, widths, out_act, x, y, block, work, e_k):
+def loss_batch(theta_kp, net, work, e_k):
     """Energies of many parameter vectors (rows of ``theta_kp``), written to ``e_k``."""
     for k in range(theta_kp.shape[0]):
-        e_k[k] = loss(theta_kp[k], widths, out_act, x, y, block, work)
+        e_k[k] = loss(theta_kp[k], net, work)
 
 
 @kernel
-def loss_and_grad_batch(theta_kp, widths, out_act, x, y, block, work, partial, grad_kp, e_k):
+def loss_and_grad_batch(theta_kp, net, work, partial, grad_kp, e_k):
     """Energies and gradients of many parameter vectors, serially (one replica after another).
 
     ``grad_kp`` (shape ``(K, n_params)``) and ``e_k`` (shape ``(K,)``) are overwritten.
     """
     for k in range(theta_kp.shape[0]):
-        e_k[k] = loss_and_grad(theta_kp[k], widths, out_act, x, y, block, work, partial,
-                               grad_kp[k])
+        e_k[k] = loss_and_grad(theta_kp[k], net, work, partial, grad_kp[k])
 
 
 @kernel(parallel=True)
-def loss_and_grad_batch_parallel(theta_kp, widths, out_act, x, y, block, work_k, partial_k,
-                                 grad_kp, e_k):
+def loss_and_grad_batch_parallel(theta_kp, net, work_k, partial_k, grad_kp, e_k):
     """As :func:`loss_and_grad_batch`, replicas spread over Numba's threads.
 
     ``work_k`` has shape ``(K, work_size)`` and ``partial_k`` shape ``(K, n_params)``. Each
     replica's result is bitwise identical to the serial kernel's.
     """
     for k in numba.prange(theta_kp.shape[0]):
-        e_k[k] = loss_and_grad(theta_kp[k], widths, out_act, x, y, block, work_k[k],
-                               partial_k[k], grad_kp[k])
+        e_k[k] = loss_and_grad(theta_kp[k], net, work_k[k], partial_k[k], grad_kp[k])

@@ -19,7 +19,9 @@ the network part is :mod:`thermonet.kernels.mlp_shallow`'s (``partial`` is then 
 
 from __future__ import annotations
 
-import math
+from typing import NamedTuple
+
+import numpy as np
 
 from thermonet.kernels import leapfrog as lf
 from thermonet.kernels import mlp
@@ -32,15 +34,34 @@ def data_loss(theta, widths, act, x, y, block, work):
     """``S(w)`` by the kernel ``act`` selects (module docstring)."""
     if act & shallow.FEATURE_MAJOR:
         return shallow.loss(theta, widths, act, x, y, block, work)
-    return mlp.loss(theta, widths, act, x, y, block, work)
+    return mlp.loss(theta, (widths, act, x, y, block), work)
+
+
+class RegressionModel(NamedTuple):
+    """The network, its data and the terms of ``E(w)``: the ``model`` of :func:`energy`,
+    :func:`energy_and_grad` and :func:`trajectory` (kernels take ``tuple(model)``; the first
+    seven fields are the ``net`` of :func:`data_loss_and_grad`)."""
+
+    widths: np.ndarray
+    act: int
+    x: np.ndarray
+    y: np.ndarray
+    block: int
+    work: np.ndarray
+    partial: np.ndarray
+    tau: float
+    prec: np.ndarray
+    const: float
 
 
 @kernel
-def data_loss_and_grad(theta, widths, act, x, y, block, work, partial, grad):
-    """``S(w)`` and its gradient (to ``grad``) by the kernel ``act`` selects."""
+def data_loss_and_grad(theta, net, grad):
+    """``S(w)`` and its gradient (to ``grad``) by the kernel ``act`` selects; ``net`` is
+    ``(widths, act, x, y, block, work, partial)``."""
+    widths, act, x, y, block, work, partial = net
     if act & shallow.FEATURE_MAJOR:
         return shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
-    return mlp.loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+    return mlp.loss_and_grad(theta, (widths, act, x, y, block), work, partial, grad)
 
 
 @kernel
@@ -53,24 +74,11 @@ def prior_term(theta, prec):
 
 
 @kernel
-def _energy_blocked(theta, widths, act, x, y, block, work, tau, prec, const):
-    return tau * mlp.loss(theta, widths, act, x, y, block, work) + const + prior_term(theta, prec)
-
-
-@kernel
-def _energy_shallow(theta, widths, act, x, y, block, work, tau, prec, const):
-    return (tau * shallow.loss(theta, widths, act, x, y, block, work) + const
-            + prior_term(theta, prec))
-
-
-def energy(theta, widths, act, x, y, block, work, tau, prec, const):
-    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed.
-
-    This and :func:`energy_and_grad` and :func:`half_sse` choose the network kernel ``act``
-    selects here, in Python, so that only that one is compiled (a first robot-arm run compiled
-    both, about 7 CPU seconds more); compiled callers use :func:`data_loss_and_grad`."""
-    kernel_ = _energy_shallow if act & shallow.FEATURE_MAJOR else _energy_blocked
-    return kernel_(theta, widths, act, x, y, block, work, tau, prec, const)
+def energy(theta, model):
+    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed."""
+    widths, act, x, y, block, work, _, tau, prec, const = model
+    s = data_loss(theta, widths, act, x, y, block, work)
+    return tau * s + const + prior_term(theta, prec)
 
 
 @kernel
@@ -86,94 +94,54 @@ def _add_prior(theta, grad, tau, prec):
 
 
 @kernel
-def energy_and_grad_blocked(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
-                            const):
-    """:func:`energy_and_grad` with the blocked kernel (:mod:`thermonet.kernels.mlp`) only."""
-    s = mlp.loss_and_grad(theta, widths, act, x, y, block, work, partial, grad)
+def energy_and_grad(theta, grad, model):
+    """``E(w)`` and its gradient (written to ``grad``)."""
+    widths, act, x, y, block, work, partial, tau, prec, const = model
+    s = data_loss_and_grad(theta, (widths, act, x, y, block, work, partial), grad)
     return tau * s + const + _add_prior(theta, grad, tau, prec)
 
 
-def energy_and_grad(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const):
-    """``E(w)`` and its gradient (written to ``grad``), by the kernel ``act`` selects."""
-    kernel_ = (energy_and_grad_shallow if act & shallow.FEATURE_MAJOR
-               else energy_and_grad_blocked)
-    return kernel_(theta, widths, act, x, y, block, work, partial, grad, tau, prec, const)
-
-
 @kernel
-def energy_and_grad_shallow(theta, widths, act, x, y, block, work, partial, grad, tau, prec,
-                            const):
+def energy_and_grad_shallow(theta, grad, model):
     """:func:`energy_and_grad` with the shallow kernel only (the same bits; without the
     blocked kernel's code a trajectory's step is about 7 % faster, docs/performance.md)."""
+    widths, act, x, y, block, work, _, tau, prec, const = model
     s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
     return tau * s + const + _add_prior(theta, grad, tau, prec)
 
 
+@kernel
 def half_sse(theta, widths, act, x, y, block, work):
     """``S(w) = sum |f - y|^2 / 2`` alone (the noise precision's sufficient statistic)."""
-    loss = shallow.loss if act & shallow.FEATURE_MAJOR else mlp.loss
-    return loss(theta, widths, act, x, y, block, work)
+    return data_loss(theta, widths, act, x, y, block, work)
 
 
-def _make_trajectory(reflect, feature_major):
-    def trajectory(theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, act,
-                   x, y, block, work, partial, tau, prec, const):
-        e = math.nan
-        n_ref = 0
-        if not reflect:
-            bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-        lf.kick(p, grad, 0.5 * step)
-        if reflect:
-            n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-        elif lf.drift_check(theta, p, inv_mass, step, half_width, runaway):
-            return e, 1, lf.RUNAWAY, n_ref
-        for s in range(n_steps):
-            if feature_major:
-                e = energy_and_grad_shallow(theta, widths, act, x, y, block, work, partial, grad,
-                                            tau, prec, const)
-            else:
-                e = energy_and_grad_blocked(theta, widths, act, x, y, block, work, partial, grad,
-                                            tau, prec, const)
-            if not math.isfinite(e):
-                return e, s + 1, lf.NON_FINITE, n_ref
-            if s == n_steps - 1:
-                lf.kick(p, grad, 0.5 * step)
-            elif reflect:
-                lf.kick(p, grad, step)
-                n_ref += lf.drift_reflect(theta, p, inv_mass, step, half_width)
-            elif lf.kick_drift_runaway(theta, p, grad, inv_mass, step, half_width, runaway,
-                                       bounds, im_r, hw_r):
-                return e, s + 2, lf.RUNAWAY, n_ref
-        return e, n_steps, lf.OK, n_ref
-
-    return trajectory
+@kernel
+def _gradient(theta, grad, model):
+    e = energy_and_grad(theta, grad, model)
+    return e, e
 
 
-def _make_blocked(reflect):
-    return _make_trajectory(reflect, False)
+@kernel
+def _gradient_shallow(theta, grad, model):
+    e = energy_and_grad_shallow(theta, grad, model)
+    return e, e
 
 
-def _make_shallow(reflect):
-    f = _make_trajectory(reflect, True)
-    # its own name, so that its kernels and cache files are not the blocked ones'
-    f.__name__ = f.__qualname__ = "trajectory_shallow"
-    return f
+#: :func:`trajectory` compiled for each wall mode
+#: (:func:`thermonet.kernels.leapfrog.trajectory_kernels`), with the network kernel ``act``
+#: selects fixed at compile time
+TRAJECTORY = lf.trajectory_kernels("regression_trajectory", _gradient)
+TRAJECTORY_SHALLOW = lf.trajectory_kernels("regression_trajectory_shallow", _gradient_shallow)
 
 
-#: :func:`trajectory` compiled for each wall mode (:func:`thermonet.kernels.leapfrog.by_wall`),
-#: with the network kernel ``act`` selects fixed at compile time (a closure constant)
-TRAJECTORY = lf.by_wall(_make_blocked)
-TRAJECTORY_SHALLOW = lf.by_wall(_make_shallow)
-
-
-def trajectory(theta, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
-               widths, act, x, y, block, work, partial, tau, prec, const):
-    """``n_steps`` velocity-Verlet steps on ``E(w)``, in place, one gradient per step.
+def trajectory(theta, p, grad, dyn, wall, model):
+    """``dyn.n_steps`` velocity-Verlet steps on ``E(w)``, in place, one gradient per step.
 
     Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
-    only, serial), plus ``tau``, ``prec`` and ``const`` of ``E(w)``.
+    only, serial), with ``model`` a :class:`RegressionModel`.
     """
-    kernels = TRAJECTORY_SHALLOW if act & shallow.FEATURE_MAJOR else TRAJECTORY
-    return lf.for_wall(kernels, wall)(
-        theta, p, grad, inv_mass, step, n_steps, half_width, runaway, widths, act, x, y, block,
-        work, partial, tau, prec, const)
+    kernels = TRAJECTORY_SHALLOW if model[1] & shallow.FEATURE_MAJOR else TRAJECTORY
+    e, _, n_done, status, n_ref = lf.for_wall(kernels, wall)(theta, p, grad, tuple(dyn),
+                                                             tuple(model))
+    return e, n_done, status, n_ref

@@ -64,14 +64,15 @@ def _hidden(theta, n_in, n_hidden, tanh, xr, a, d1, d2):
 
 
 @kernel
-def hessian(theta, n_in, n_hidden, n_out, tanh, x, t, softmax, scale, prec, out):
+def hessian(theta, shape, x, t, scale, prec, out):
     """Write ``scale * nabla nabla E + diag(prec)`` to ``out`` (d x d) and return ``E``.
 
-    ``x`` (N, I) inputs, ``t`` (N, K) float targets (one-hot rows when ``softmax``), ``tanh``
-    selects the hidden activation, ``softmax`` the data term (module docstring). A non-finite
-    network gives a non-finite Hessian and energy, not an error.
+    ``shape`` is ``(n_in, n_hidden, n_out, tanh, softmax)``: ``tanh`` selects the hidden
+    activation, ``softmax`` the data term (module docstring). ``x`` (N, I) inputs, ``t``
+    (N, K) float targets (one-hot rows when ``softmax``). A non-finite network gives a
+    non-finite Hessian and energy, not an error.
     """
-    ni, nh, no = n_in, n_hidden, n_out
+    ni, nh, no, tanh, softmax = shape
     d = n_params(ni, nh, no)
     o_b1 = nh * ni
     o_w2 = o_b1 + nh

@@ -24,6 +24,9 @@ trajectory with status ``NON_FINITE`` (a rejected proposal), never an exception.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
+
+import numpy as np
 
 from thermonet.kernels import leapfrog as lf
 from thermonet.kernels import mlp_regression as kr
@@ -41,16 +44,45 @@ def weights(q, n_w, group_of, group_scale, f, w):
         w[i] = q[i] * f[g] if g >= 0 else q[i]
 
 
-@kernel
-def energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature, widths, act,
-                    x, y, block, work, partial, w, gw, f, grad, tau, const):
-    """``E(q)`` of the module docstring and its gradient (written to ``grad``).
+class ScaleModel(NamedTuple):
+    """The ``model`` of :func:`energy_and_grad` and :func:`trajectory` (kernels take
+    ``tuple(model)``)."""
 
-    ``w``, ``gw`` (shape ``(n_w,)``) and ``f`` (shape ``(n_groups,)``) are scratch; on return
-    they hold ``w(q)``, ``tau dS/dw`` and the group factors.
-    """
+    #: the number of weights; weight i's group (-1: none); the groups' prior scales
+    n_w: int
+    group_of: np.ndarray
+    group_scale: np.ndarray
+    #: the weights' prior precisions at unit group precision (``pv``)
+    v_prec: np.ndarray
+    #: the groups' Gamma shapes and rates
+    a: np.ndarray
+    b: np.ndarray
+    temperature: float
+    #: the network and its data, the ``net`` of
+    #: :func:`thermonet.kernels.mlp_regression.data_loss_and_grad`
+    widths: np.ndarray
+    act: int
+    x: np.ndarray
+    y: np.ndarray
+    block: int
+    work: np.ndarray
+    partial: np.ndarray
+    #: scratch, shapes ``(n_w,)``, ``(n_w,)`` and ``(n_groups,)``; on return from
+    #: :func:`energy_and_grad` they hold ``w(q)``, ``tau dS/dw`` and the group factors
+    w: np.ndarray
+    gw: np.ndarray
+    f: np.ndarray
+    tau: float
+    const: float
+
+
+@kernel
+def energy_and_grad(q, grad, model):
+    """``E(q)`` of the module docstring and its gradient (written to ``grad``)."""
+    (n_w, group_of, group_scale, v_prec, a, b, temperature, widths, act, x, y, block, work,
+     partial, w, gw, f, tau, const) = model
     weights(q, n_w, group_of, group_scale, f, w)
-    s = kr.data_loss_and_grad(w, widths, act, x, y, block, work, partial, gw)
+    s = kr.data_loss_and_grad(w, (widths, act, x, y, block, work, partial), gw)
     n_g = group_scale.shape[0]
     for g in range(n_g):
         grad[n_w + g] = 0.0
@@ -75,54 +107,24 @@ def energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature, wi
     return tau * s + const + temperature * (ev + eu)
 
 
-def _make_trajectory(reflect):
-    def trajectory(q, p, grad, inv_mass, step, n_steps, half_width, runaway,
-                   n_w, group_of, group_scale, v_prec, a, b, temperature,
-                   widths, act, x, y, block, work, partial, w, gw, f, tau, const):
-        e = math.nan
-        n_ref = 0
-        if not reflect:
-            bounds, im_r, hw_r = lf.runs(inv_mass, half_width, lf.MAX_RUNS)
-        lf.kick(p, grad, 0.5 * step)
-        if reflect:
-            n_ref += lf.drift_reflect(q, p, inv_mass, step, half_width)
-        elif lf.drift_check(q, p, inv_mass, step, half_width, runaway):
-            return e, 1, lf.RUNAWAY, n_ref
-        for s in range(n_steps):
-            e = energy_and_grad(q, n_w, group_of, group_scale, v_prec, a, b, temperature,
-                                widths, act, x, y, block, work, partial, w, gw, f, grad, tau,
-                                const)
-            if not math.isfinite(e):
-                return e, s + 1, lf.NON_FINITE, n_ref
-            if s == n_steps - 1:
-                lf.kick(p, grad, 0.5 * step)
-            elif reflect:
-                lf.kick(p, grad, step)
-                n_ref += lf.drift_reflect(q, p, inv_mass, step, half_width)
-            elif lf.kick_drift_runaway(q, p, grad, inv_mass, step, half_width, runaway,
-                                       bounds, im_r, hw_r):
-                return e, s + 2, lf.RUNAWAY, n_ref
-        return e, n_steps, lf.OK, n_ref
-
-    return trajectory
+@kernel
+def _gradient(q, grad, model):
+    e = energy_and_grad(q, grad, model)
+    return e, e
 
 
-#: :func:`trajectory` compiled for each wall mode (:func:`thermonet.kernels.leapfrog.by_wall`)
-TRAJECTORY = lf.by_wall(_make_trajectory)
+#: :func:`trajectory` compiled for each wall mode
+#: (:func:`thermonet.kernels.leapfrog.trajectory_kernels`)
+TRAJECTORY = lf.trajectory_kernels("scale_trajectory", _gradient)
 
 
-def trajectory(q, p, grad, inv_mass, step, n_steps, wall, half_width, runaway,
-               n_w, group_of, group_scale, v_prec, a, b, temperature,
-               widths, act, x, y, block, work, partial, w, gw, f, tau, const):
-    """``n_steps`` velocity-Verlet steps on ``E(q)``, in place, one gradient per step.
+def trajectory(q, p, grad, dyn, wall, model):
+    """``dyn.n_steps`` velocity-Verlet steps on ``E(q)``, in place, one gradient per step.
 
     Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
-    only, serial), plus those of :func:`energy_and_grad` after ``runaway``. The steps, walls,
-    runaway test and status codes are those of
-    :func:`thermonet.kernels.mlp_regression.trajectory`; each wall mode is its own compiled
+    only, serial), with ``model`` a :class:`ScaleModel`; each wall mode is its own compiled
     kernel.
     """
-    return lf.for_wall(TRAJECTORY, wall)(
-        q, p, grad, inv_mass, step, n_steps, half_width, runaway, n_w, group_of, group_scale,
-        v_prec, a, b, temperature, widths, act, x, y, block, work, partial, w, gw, f, tau,
-        const)
+    e, _, n_done, status, n_ref = lf.for_wall(TRAJECTORY, wall)(q, p, grad, tuple(dyn),
+                                                                tuple(model))
+    return e, n_done, status, n_ref

@@ -6,12 +6,12 @@ of tanh units, a few hundred cases. For them the blocked kernel of
 2-16 columns wide; this one makes none, and is 3.3 times faster on the robot arm
 (docs/performance.md, "The shallow kernel"). The data are stored feature-major, ``xt`` of
 shape ``(n_in, n)`` and ``yt`` of shape ``(n_out, n)``, and the cases are taken eight at a
-time as :data:`thermonet.kernels.simd.f64x8` values: for each group of eight, every hidden
+time as :data:`thermonet.kernels.matmul.simd.f64x8` values: for each group of eight, every hidden
 unit's pre-activation (fused multiply-adds over the inputs), its tanh
 (:func:`thermonet.kernels.elementwise.tanh8`) or logistic value, its terms in the residuals
 ``f_k(x) - y_k`` and then the units' deltas are computed in registers, and only the
 activations, residuals and deltas are stored. Every gradient entry is then a dot product over
-the cases in the fixed 8-lane order of :mod:`thermonet.kernels.reduce`, four entries at a
+the cases in the fixed 8-lane order of :mod:`thermonet.kernels.matmul.reduce`, four entries at a
 time. Each lane is the same IEEE arithmetic whatever the vector width, so the results are the
 same bits on AVX2 and AVX-512 CPUs (tests/test_simd.py compiles for both and compares).
 
@@ -30,9 +30,9 @@ last group of cases when the block's length is not a multiple of eight.
 
 from __future__ import annotations
 
-from thermonet.kernels import reduce, simd
 from thermonet.kernels.elementwise import logistic8, tanh8
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import reduce, simd
 from thermonet.kernels.mlp import HIDDEN_TANH
 
 #: bit of the activation code: the data are feature-major and this module's kernels run
@@ -61,7 +61,7 @@ def work_size(widths, block):
 # Scratch layout for a block of m cases, rows mp = _row_stride(m) elements apart: activations
 # H (nh rows), deltas D (nh), residuals R (n_out); then the inputs (n_in rows of 8) and targets
 # (n_out) of the last group of cases, zero-padded when m is not a multiple of 8. The helpers
-# take pointers and sizes, not arrays (thermonet.kernels.simd says why).
+# take pointers and sizes, not arrays (thermonet.kernels.matmul.simd says why).
 @kernel
 def _unit(tp, n_in, nh, tanh, xp, ldx, j):
     """Hidden unit ``j``'s activations on the eight cases at ``xp`` (rows ``ldx`` apart):

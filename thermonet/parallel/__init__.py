@@ -51,11 +51,11 @@ def require_same(job: World, what: str, value: Any, fix: str) -> None:
 
 def require_same_backend(job: World) -> None:
     """:func:`require_same` for the kernels' BLAS backend: ranks on different CPUs may each
-    measure a different one fastest (:mod:`thermonet.kernels.calibration`), and the
+    measure a different one fastest (:mod:`thermonet.kernels.matmul.calibration`), and the
     products' last bits differ between MKL and OpenBLAS."""
     if job.size <= 1:
         return
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     require_same(job, "BLAS backends", str(blas.BACKEND),
                  "set THERMONET_BLAS=numpy (or own, or mkl) in the environment of every rank")

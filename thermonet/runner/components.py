@@ -153,14 +153,14 @@ def restore_streams(streams: Streams, states: list[dict[str, Any]]) -> None:
 
 def blas_backend() -> str:
     """The kernels' BLAS backend in this process (stamped into checkpoints)."""
-    from thermonet.kernels import blas
+    from thermonet.kernels.matmul import blas
 
     return str(blas.BACKEND)
 
 
 def blas_choice() -> dict[str, Any]:
     """How this process's BLAS backend was chosen (recorded in checkpoints beside it)."""
-    from thermonet.kernels import backend
+    from thermonet.kernels.matmul import backend
 
     choice = backend.choice()
     return {key: choice[key] for key in ("how", "reason", "rates")}

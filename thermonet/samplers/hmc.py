@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet.api import HMCTransition, Sampler, adaptation, as_theta, settings
+from thermonet.api import HMCTransition, Proposal, Sampler, adaptation, as_theta, settings
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
 from thermonet.samplers.windows import windowed_transition
@@ -186,13 +186,6 @@ class HMC(Sampler):
         c = self.config
         self._wall = WALLS[c.wall]
         self._mixed = c.precision == "mixed"
-        if c.step_size_max is not None:
-            self.step_size_max = float(c.step_size_max)
-        elif prior is not None:
-            self.step_size_max = float(np.median(self.half_width))
-        else:
-            self.step_size_max = math.inf
-        self._p_scale = np.sqrt(self.masses * self.temperature)
 
     # -- the Markov kernel ------------------------------------------------------------------
 
@@ -203,22 +196,22 @@ class HMC(Sampler):
         dt = self.config.step_size if step_size is None else float(step_size)
         return HMCState(theta, float(e), np.ascontiguousarray(g, dtype=np.float64), dt)
 
-    def propose(self, state: HMCState, rng: np.random.Generator
-                ) -> tuple[FloatArray, float, FloatArray, HMCInfo, float]:
+    def propose(self, state: HMCState, rng: np.random.Generator) -> Proposal:
         """One trajectory from ``state``; returns the proposal and the uniform draw.
 
-        Returns ``(theta_new, energy_new, grad_new, info, log_u)``; ``info.is_accepted`` is
-        already decided. Draws from ``rng``, in this order: ``n_params`` normals (momenta), one
-        uniform (accept/reject), one uniform if ``step_size_jitter`` > 0 and one uniform if
-        ``n_leapfrog_jitter`` > 0; with both at 0 the stream is the unjittered sampler's.
+        Returns a :class:`~thermonet.api.Proposal` ``(theta, energy, grad, info, log_u)``;
+        ``info.is_accepted`` is already decided. Draws from ``rng``, in this order:
+        ``n_params`` normals (momenta), one uniform (accept/reject), one uniform if
+        ``step_size_jitter`` > 0 and one uniform if ``n_leapfrog_jitter`` > 0; with both at 0
+        the stream is the unjittered sampler's.
         """
         n = state.theta.shape[0]
         if isinstance(rng, np.random.Generator):
             # compiled: the same normals and generator state as the NumPy line below, faster
             p = np.empty(n)
-            k0 = float(lf.draw_momenta(rng, self._p_scale, self.inv_mass, p))
+            k0 = float(lf.draw_momenta(rng, self.momentum_scale, self.inv_mass, p))
         else:
-            p = rng.standard_normal(n) * self._p_scale
+            p = rng.standard_normal(n) * self.momentum_scale
             k0 = float(lf.kinetic(p, self.inv_mass))
         log_u = math.log(rng.random())
         dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
@@ -245,7 +238,7 @@ class HMC(Sampler):
         accepted = bool(log_u < log_a)
         info = HMCInfo(accepted, float(log_a), float(d_h), state.energy, float(e1), divergent,
                        in_box, int(n_done), int(n_ref), dt)
-        return theta, float(e1), grad, info, log_u
+        return Proposal(theta, float(e1), grad, info, log_u)
 
     def hmc_transition(self) -> HMCTransition | None:
         """:meth:`step` as data (no accept/reject windows), for engines that run it
@@ -277,10 +270,10 @@ class HMC(Sampler):
         """One HMC transition (Algorithm 1), with windows if ``window`` > 1."""
         if self.config.window > 1:
             return self.windowed_step(state, rng)
-        theta, e1, grad, info, _ = self.propose(state, rng)
-        if info.is_accepted:
-            return HMCState(theta, e1, grad, state.step_size), info
-        return state, info
+        prop = self.propose(state, rng)
+        if prop.info.is_accepted:
+            return HMCState(prop.theta, prop.energy, prop.grad, state.step_size), prop.info
+        return state, prop.info
 
     def windowed_step(self, state: HMCState, rng: np.random.Generator
                       ) -> tuple[HMCState, HMCInfo]:
@@ -288,7 +281,7 @@ class HMC(Sampler):
         momenta, the jitter draws (if any), then the window's three uniforms."""
         n = state.theta.shape[0]
         p = np.empty(n)
-        lf.draw_momenta(rng, self._p_scale, self.inv_mass, p)
+        lf.draw_momenta(rng, self.momentum_scale, self.inv_mass, p)
         dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
         theta, e1, grad, _, accepted, log_r, done = windowed_transition(
             self, state.theta, state.energy, state.grad, p, dt, n_leapfrog, self.config.window,
@@ -302,7 +295,7 @@ class HMC(Sampler):
 
     def acceptance_rate(self, state: HMCState, rng: np.random.Generator, n: int) -> float:
         """Fraction of ``n`` extra trajectories from ``state`` that would be accepted."""
-        return sum(self.propose(state, rng)[3].is_accepted for _ in range(n)) / n
+        return sum(self.propose(state, rng).info.is_accepted for _ in range(n)) / n
 
     def adapt(self, state: HMCState, rng: np.random.Generator, factor: float = 0.9,
               **options: Any) -> HMCState:
@@ -453,10 +446,10 @@ def dual_averaging(sampler: HMC, state: HMCState, rng: np.random.Generator) -> f
     def advance(dt: float) -> float:
         nonlocal side
         side = side._replace(step_size=dt)
-        theta, e1, grad, info, _ = sampler.propose(side, rng)
-        if info.is_accepted:
-            side = HMCState(theta, e1, grad, side.step_size)
-        return adaptation.acceptance_probability(info.log_accept_ratio)
+        prop = sampler.propose(side, rng)
+        if prop.info.is_accepted:
+            side = HMCState(prop.theta, prop.energy, prop.grad, side.step_size)
+        return adaptation.acceptance_probability(prop.info.log_accept_ratio)
 
     return adaptation.dual_averaging(advance, state.step_size, 0.5 * sum(c.accept_window),
                                      5 * c.adapt_trajectories,

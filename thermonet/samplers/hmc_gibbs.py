@@ -51,7 +51,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet.api import as_theta, settings
+from thermonet.api import Proposal, as_theta, settings
 from thermonet.api.hyper import (
     draw_gamma,
     group_conditional,
@@ -169,9 +169,7 @@ class GibbsHMC(HMC):
         if self.hyper_model is not None:
             self.potential.set_hyperparameters(hyper, self.temperature)
         if self._scaling != "none":
-            self.masses = self.group_masses(hyper)
-            self.inv_mass = 1.0 / self.masses
-            self._p_scale = np.sqrt(self.masses * self.temperature)
+            self.set_masses(self.group_masses(hyper))
 
     def init(self, theta0: FloatArray, step_size: float | None = None,  # type: ignore[override]
              hyper: Any = None) -> GibbsHMCState:
@@ -232,7 +230,7 @@ class GibbsHMC(HMC):
             energy, grad = float(e), np.array(g)
         n = state.theta.shape[0]
         noise = np.empty(n)
-        lf.draw_momenta(rng, self._p_scale, self.inv_mass, noise)
+        lf.draw_momenta(rng, self.momentum_scale, self.inv_mass, noise)
         alpha = c.persistence
         carried = state.momentum
         if alpha > 0 and hyper is not state.hyper:
@@ -265,7 +263,7 @@ class GibbsHMC(HMC):
                             int(state.n_done) + 1)
         return new, info
 
-    def propose(self, state: Any, rng: np.random.Generator) -> Any:
+    def propose(self, state: Any, rng: np.random.Generator) -> Proposal:
         """HMC's proposal at the state's hyperparameters (used by step-size adaptation)."""
         hyper = getattr(state, "hyper", None)
         if hyper is not None:

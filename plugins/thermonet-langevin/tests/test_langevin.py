@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 from scipy import integrate
 
+from thermonet import registry
+from thermonet.api.settings import build_config
 from thermonet.errors import ConfigError
 from thermonet.priors import BoxPrior
 from thermonet.samplers.hmc import HMC
-from thermonet.samplers.rehmc import ReplicaExchangeHMC
 from thermonet.stats import batch_means
+from thermonet.tempering import Ladder, ReplicaExchange, make_scheme
 from thermonet.testsystems import DoubleWell, Flat, Gaussian, GaussianMixture
 from thermonet_langevin import StochasticDynamics, StochasticDynamicsConfig
 
@@ -98,10 +100,11 @@ class _NoNegation(StochasticDynamics):
     """A broken variant that keeps the momentum on rejection (not exact)."""
 
     def step(self, state, rng):
-        theta, e1, grad, p_end, p_start, info = self.propose(state, rng)
-        if info.is_accepted:
-            return self.State(theta, e1, grad, p_end, state.step_size), info
-        return state._replace(momentum=p_start), info
+        prop = self.propose(state, rng)
+        if prop.info.is_accepted:
+            return self.State(prop.theta, prop.energy, prop.grad, prop.momentum,
+                              state.step_size), prop.info
+        return state._replace(momentum=prop.momentum_start), prop.info
 
 
 @pytest.mark.parametrize("wall", ["endpoint", "reflect"])
@@ -144,7 +147,7 @@ def test_rejection_negates_the_refreshed_momentum():
     st = s.init(np.zeros(3), rng=rng)
     for _ in range(5):
         twin = copy.deepcopy(rng)
-        *_, p_start, _ = s.propose(st, twin)
+        p_start = s.propose(st, twin).momentum_start
         new, info = s.step(st, rng)
         assert not info.is_accepted and not info.in_box
         assert np.array_equal(new.momentum, -p_start)
@@ -224,11 +227,13 @@ def test_take_configuration_rescales_momenta_and_keeps_step_size():
 def _mixture_run(workers=1, n_iter=3000, seed=8):
     arch = GaussianMixture(means=[[-4.0], [4.0]], widths=[0.5, 0.5], weights=[0.3, 0.7],
                            prior_scale=20.0)
-    re = ReplicaExchangeHMC(arch.potential(), prior=BoxPrior.for_architecture(arch),
-                            t_min=0.5, t_max=40.0, n_temperatures=6, n_trajectories=5,
-                            sampler="thermonet_langevin.sd", workers=workers,
-                            inner={"step_size": 0.3, "persistence": 0.9, "wall": "reflect"})
-    streams = re.make_streams(seed, re.n_slots)
+    cls = registry.load("sampler", "thermonet_langevin.sd")
+    re = ReplicaExchange(cls, arch.potential(), Ladder.geometric(t_min=0.5, t_max=40.0, n=6),
+                         prior=BoxPrior.for_architecture(arch), n_trajectories=5,
+                         sampler_config=cls.Config(step_size=0.3, persistence=0.9,
+                                                   wall="reflect"),
+                         workers=workers, swap=make_scheme("random-pairs"))
+    streams = re.make_streams(seed)
     st = re.init(np.array([-4.0]))
     xs, infos = [], []
     for it in range(n_iter):
@@ -353,12 +358,11 @@ def test_config_errors_name_key_and_value(bad, match):
 
 
 def test_config_errors_inside_replica_exchange():
+    cls = registry.load("sampler", "thermonet_langevin.sd")
     with pytest.raises(ConfigError, match="persistence = 1.5"):
-        ReplicaExchangeHMC(Gaussian(n=1).potential(), sampler="thermonet_langevin.sd",
-                           inner={"persistence": 1.5})
+        build_config(cls.Config, {"persistence": 1.5}, "thermonet_langevin.sd")
     with pytest.raises(ConfigError, match="did you mean 'n_leapfrog'"):
-        ReplicaExchangeHMC(Gaussian(n=1).potential(), sampler="thermonet_langevin.sd",
-                           inner={"n_leapfog": 2})
+        build_config(cls.Config, {"n_leapfog": 2}, "thermonet_langevin.sd")
     with pytest.raises(ConfigError, match="adaptation factor = 1.5"):
         s = StochasticDynamics(Gaussian(n=1).potential())
         s.adapt(s.init(np.zeros(1)), np.random.default_rng(0), factor=1.5)

@@ -171,9 +171,9 @@ class GaussianPriorClassifier(Potential):
             onehot = np.zeros((self.base.x.shape[0], n_out))
             onehot[np.arange(onehot.shape[0]), np.asarray(self.base.y)] = 1.0
             h = np.empty((self.n_params, self.n_params))
-            krh.hessian(th, int(w[0]), int(w[1]), n_out, bool(act & 2),
-                        np.ascontiguousarray(self.base.x, dtype=np.float64), onehot, True,
-                        1.0, self.prec, h)
+            krh.hessian(th, (int(w[0]), int(w[1]), n_out, bool(act & 2), True),
+                        np.ascontiguousarray(self.base.x, dtype=np.float64), onehot, 1.0,
+                        self.prec, h)
         if index is None:
             return h
         idx = np.asarray(index, dtype=np.int64)

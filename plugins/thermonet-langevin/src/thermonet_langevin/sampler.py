@@ -185,6 +185,19 @@ class StochasticDynamicsInfo(NamedTuple):
     kinetic_energy: float    #: sum p^2 / 2m of the state's momentum after the update
 
 
+class StochasticDynamicsProposal(NamedTuple):
+    """What :meth:`StochasticDynamics.propose` returns: the fields of
+    :class:`thermonet.api.Proposal`, then the momenta."""
+
+    theta: FloatArray        #: (n_params,) the proposed position
+    energy: float            #: E there
+    grad: FloatArray         #: (n_params,) dE/dtheta there
+    info: StochasticDynamicsInfo
+    log_u: float             #: log of the uniform draw the decision compared with
+    momentum: FloatArray     #: (n_params,) the momentum at the end of the trajectory
+    momentum_start: FloatArray  #: (n_params,) the refreshed momentum it started from
+
+
 class StochasticDynamics(Sampler):
     """Neal's (1993) stochastic dynamics, made exact as Horowitz's generalised HMC.
 
@@ -199,7 +212,7 @@ class StochasticDynamics(Sampler):
     """
 
     name: ClassVar[str] = "thermonet_langevin.sd"
-    api_version: ClassVar[int] = 1
+    api_version: ClassVar[int] = 2
     Config: ClassVar[type] = StochasticDynamicsConfig
     State: ClassVar[type] = StochasticDynamicsState
     Info: ClassVar[type] = StochasticDynamicsInfo
@@ -211,13 +224,6 @@ class StochasticDynamics(Sampler):
         c = self.config
         self._wall = WALLS[c.wall]
         self._mixed = c.precision == "mixed"
-        if c.step_size_max is not None:
-            self.step_size_max = float(c.step_size_max)
-        elif prior is not None:
-            self.step_size_max = float(np.median(self.half_width))
-        else:
-            self.step_size_max = math.inf
-        self._p_scale = np.sqrt(self.masses * self.temperature)
 
     # -- the Markov kernel ------------------------------------------------------------------
 
@@ -239,7 +245,7 @@ class StochasticDynamics(Sampler):
                 raise ConfigError(f"initial momentum has shape {np.shape(momentum)} or is not "
                                   f"finite; expected {n} finite numbers")
         elif rng is not None:
-            p = rng.standard_normal(n) * self._p_scale
+            p = rng.standard_normal(n) * self.momentum_scale
         else:
             p = np.zeros(n)
         grad = np.ascontiguousarray(g, dtype=np.float64)
@@ -247,18 +253,17 @@ class StochasticDynamics(Sampler):
 
     def refresh(self, momentum: FloatArray, xi: FloatArray, persistence: float) -> FloatArray:
         """``alpha p + sqrt(1 - alpha^2) xi sqrt(m T)`` for standard normals ``xi``."""
-        fresh = xi * self._p_scale
+        fresh = xi * self.momentum_scale
         if persistence == 0.0:
             return fresh                 # exactly HMC's draw, also if p were not finite
         return persistence * momentum + math.sqrt(1.0 - persistence * persistence) * fresh
 
     def propose(self, state: StochasticDynamicsState, rng: np.random.Generator
-                ) -> tuple[FloatArray, float, FloatArray, FloatArray, FloatArray,
-                           StochasticDynamicsInfo]:
+                ) -> StochasticDynamicsProposal:
         """Refresh and one trajectory from ``state``; the Metropolis decision is made.
 
-        Returns ``(theta_new, energy_new, grad_new, p_end, p_start, info)``: the proposal, the
-        momentum at its end and the refreshed momentum it started from. Draws exactly
+        Returns a :class:`StochasticDynamicsProposal`: the proposal, the momentum at its end
+        and the refreshed momentum it started from. Draws exactly
         ``n_params`` standard normals and then one uniform from ``rng`` (the order of HMC).
         """
         n = state.theta.shape[0]
@@ -291,15 +296,16 @@ class StochasticDynamics(Sampler):
         info = StochasticDynamicsInfo(accepted, float(log_a), float(d_h), state.energy,
                                       float(e1), divergent, in_box, int(n_done), int(n_ref),
                                       state.step_size, k1 if accepted else k0)
-        return theta, float(e1), grad, p, p0, info
+        return StochasticDynamicsProposal(theta, float(e1), grad, info, log_u, p, p0)
 
     def step(self, state: StochasticDynamicsState, rng: np.random.Generator
              ) -> tuple[StochasticDynamicsState, StochasticDynamicsInfo]:
         """One update: refresh, trajectory, Metropolis test; momentum negated on rejection."""
-        theta, e1, grad, p_end, p_start, info = self.propose(state, rng)
-        if info.is_accepted:
-            return StochasticDynamicsState(theta, e1, grad, p_end, state.step_size), info
-        return state._replace(momentum=np.negative(p_start)), info
+        prop = self.propose(state, rng)
+        if prop.info.is_accepted:
+            return StochasticDynamicsState(prop.theta, prop.energy, prop.grad, prop.momentum,
+                                           state.step_size), prop.info
+        return state._replace(momentum=np.negative(prop.momentum_start)), prop.info
 
     # -- replica exchange -------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
-"""Time one M(3) block's products with thermonet's own products (:mod:`thermonet.kernels.gemm`).
+"""Time one M(3) block's products with thermonet's own products
+(:mod:`~thermonet.kernels.matmul.gemm`).
 
-Run as ``python -m thermonet.kernels.gemm_timing [budget_s]`` with ``THERMONET_BLAS=own``, by
-:func:`thermonet.kernels.calibration.measure_own`; prints one JSON line
+Run as ``python -m thermonet.kernels.matmul.gemm_timing [budget_s]`` with
+``THERMONET_BLAS=own``, by
+:func:`thermonet.kernels.matmul.calibration.measure_own`; prints one JSON line
 ``{"us_per_block": ..., "rounds": ...}``: the fastest of its rounds over about
 ``budget_s`` seconds after a warm-up, the products those of
-:func:`thermonet.kernels.calibration.products` (``"own"`` layouts) on fixed random operands,
+:func:`thermonet.kernels.matmul.calibration.products` (``"own"`` layouts) on fixed random operands,
 called from one compiled loop.
 """
 
@@ -16,8 +18,8 @@ import time
 
 import numpy as np
 
-from thermonet.kernels import calibration, gemm
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import calibration, gemm
 
 
 @kernel

@@ -1,14 +1,14 @@
 """Which library the kernels' matrix products use: Intel MKL, NumPy's ``np.dot`` or
-thermonet's own register-blocked products (:mod:`thermonet.kernels.gemm`).
+thermonet's own register-blocked products (:mod:`thermonet.kernels.matmul.gemm`).
 
 ``THERMONET_BLAS`` decides: ``mkl``, ``numpy`` (or ``openblas``), ``own`` force a backend;
 ``auto`` (the default, also when unset) takes the fastest one on this machine, measured once and
-cached (:mod:`thermonet.kernels.calibration`; MKL only if it is installed). The choice is made
-once per process, when :data:`BACKEND` is first read (importing :mod:`thermonet.kernels.blas`
-or any kernel reads it), and is compiled into the kernels (:mod:`thermonet.kernels.blas` has
-the products; :mod:`thermonet.kernels.jit` stamps the cache with the backend). Until then
-:func:`pin` may fix it, which a resumed run uses to keep its checkpoint's backend. This module
-needs no Numba, so both can import it.
+cached (:mod:`~thermonet.kernels.matmul.calibration`; MKL only if it is installed). The choice
+is made once per process, when :data:`BACKEND` is first read (importing
+:mod:`~thermonet.kernels.matmul.blas` or any kernel reads it), and is compiled into the kernels
+(:mod:`~thermonet.kernels.matmul.blas` has the products; :mod:`thermonet.kernels.jit` stamps
+the cache with the backend). Until then :func:`pin` may fix it, which a resumed run uses to keep
+its checkpoint's backend. This module needs no Numba, so both can import it.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def requested() -> str:
 
 def candidates() -> dict[str, Any]:
     """The backends that can run here, name -> ``dgemm`` callable (for the measurement)."""
-    from thermonet.kernels import calibration
+    from thermonet.kernels.matmul import calibration
 
     out: dict[str, Any] = {"numpy": calibration.numpy_dgemm()}
     lib, _ = load_mkl()
@@ -130,8 +130,8 @@ def candidates() -> dict[str, Any]:
 
 def calibrate(force: bool = False) -> dict[str, Any]:
     """The measured choice for this machine (cached; ``force`` measures again), whatever
-    ``THERMONET_BLAS`` says: see :func:`thermonet.kernels.calibration.calibrate`."""
-    from thermonet.kernels import calibration
+    ``THERMONET_BLAS`` says: see :func:`thermonet.kernels.matmul.calibration.calibrate`."""
+    from thermonet.kernels.matmul import calibration
 
     lib, _ = load_mkl()
     names = ("numpy", "own") if lib is None else ("numpy", "mkl", "own")
@@ -157,7 +157,7 @@ def _select() -> dict[str, Any]:
         raise RuntimeError(f"{why} but {why_not}; install the 'mkl' package or "
                            "unset THERMONET_BLAS")
     if want == "auto":
-        from thermonet.kernels import calibration
+        from thermonet.kernels.matmul import calibration
 
         try:
             record = calibrate()

@@ -6,8 +6,8 @@ and runs its micro-kernel over them; at these sizes the packing and the call cos
 time, and OpenBLAS 0.3.30 runs AVX2 code on AMD Zen 5, whose AVX-512 units then stay half idle
 (docs/performance.md, "thermonet's own products"). Here every product is register-blocked
 directly on the operands: a tile of ``MR`` rows of ``C`` by ``NG`` groups of eight columns is
-held in :data:`thermonet.kernels.simd.f64x8` registers (sixteen columns per group of
-:data:`thermonet.kernels.simd.f32x16` for float32), and for each ``k`` one load of each
+held in :data:`thermonet.kernels.matmul.simd.f64x8` registers (sixteen columns per group of
+:data:`thermonet.kernels.matmul.simd.f32x16` for float32), and for each ``k`` one load of each
 group of ``B``'s row ``k`` feeds ``MR`` fused multiply-adds. ``B`` is read row by row, so it
 must not be transposed; ``A`` may be (its element is broadcast to all lanes).
 
@@ -27,9 +27,9 @@ op(b))`` (the product rounded first, then ``c + alpha * p`` element by element, 
 transpose their weights into scratch instead (:mod:`thermonet.kernels.mlp`).
 
 The kernels do not call these functions directly: :func:`c_product_address` compiles the same
-code once as a C-callable function, and :mod:`thermonet.kernels.blas` registers it as a symbol
-the kernels call (Numba would otherwise link and optimise the products' code again inside every
-kernel that calls them: 11.5 s instead of 7 s for the first call of M(3)'s gradient).
+code once as a C-callable function, and :mod:`~thermonet.kernels.matmul.blas` registers it as a
+symbol the kernels call (Numba would otherwise link and optimise the products' code again inside
+every kernel that calls them: 11.5 s instead of 7 s for the first call of M(3)'s gradient).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels import simd
 from thermonet.kernels.elementwise import fma
 from thermonet.kernels.environment import compiled_for_avx512
 from thermonet.kernels.jit import cfunction, kernel
+from thermonet.kernels.matmul import simd
 
 _WIDE = compiled_for_avx512()
 #: rows of ``C`` per register tile
@@ -304,8 +304,8 @@ _compiled: dict = {}
 def c_product_address(dtype: str = "float64") -> int:
     """Address of :data:`C_SIGNATURE`'s function (``dtype="float32"``: of
     :data:`C_SIGNATURE32`'s), compiled (or loaded from the cache) on the first call. The
-    kernels call the products through it (:mod:`thermonet.kernels.blas`), so that their code is
-    compiled and optimised once, not again inside every kernel that calls it (Numba links a
+    kernels call the products through it (:mod:`~thermonet.kernels.matmul.blas`), so that their
+    code is compiled and optimised once, not again inside every kernel that calls it (Numba links a
     callee's code into each caller)."""
     if dtype not in _compiled:
         if dtype == "float32":

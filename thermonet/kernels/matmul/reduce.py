@@ -3,7 +3,7 @@
 Without reassociation (fastmath off, thermonet's default) LLVM must add a loop's terms in
 the order written, one at a time: a dot product of 200 terms is then a chain of 200 scalar
 FMAs. The functions here fix a different order instead: eight lanes, lane ``l`` accumulating
-the terms ``c = l (mod 8)`` by fused multiply-adds (one :data:`thermonet.kernels.simd.f64x8`
+the terms ``c = l (mod 8)`` by fused multiply-adds (one :data:`thermonet.kernels.matmul.simd.f64x8`
 accumulator), the lanes added pairwise ``((0+1)+(2+3))+((4+5)+(6+7))``, then the last
 ``n mod 8`` terms in order. The order does not depend on the CPU: LLVM lowers the 8-lane
 vector to one AVX-512 register or two AVX2 registers, so the result is the same bits on either
@@ -14,15 +14,15 @@ call). Accuracy: the usual bound of a blocked sum, ``|error| <= (n/8 + 3) eps su
 :func:`dots` and :func:`sums` take several rows at once, four at a time: one load of the
 shared vector then feeds four independent chains of fused multiply-adds instead of one chain
 whose every step waits for the last (each row's result has the same bits as :func:`dot` of
-it alone). They work on pointers (:func:`thermonet.kernels.simd.address`); :func:`vdot` and
+it alone). They work on pointers (:func:`thermonet.kernels.matmul.simd.address`); :func:`vdot` and
 :func:`vsum` are the same for C-contiguous arrays.
 """
 
 from __future__ import annotations
 
-from thermonet.kernels import simd
 from thermonet.kernels.elementwise import fma
 from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import simd
 
 #: accumulator lanes (the order above)
 LANES = simd.LANES

@@ -348,7 +348,7 @@ def exp2i(typingctx, k):
 @intrinsic
 def pairwise_sum(typingctx, v):
     """``((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7))``: the lane order of
-    :mod:`thermonet.kernels.reduce`."""
+    :mod:`thermonet.kernels.matmul.reduce`."""
     if v != f64x8:
         return None
 

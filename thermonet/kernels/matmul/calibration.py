@@ -14,7 +14,7 @@ faster backend:
   sequential, strict-reproducibility mode the kernels use), one thread, on fixed operands;
 * the candidates are timed in interleaved rounds for about half a second; each candidate's
   figure is its fastest round (a shared machine only ever adds time);
-* thermonet's own products (:mod:`thermonet.kernels.gemm`) are timed on the same products in
+* thermonet's own products (:mod:`thermonet.kernels.matmul.gemm`) are timed on the same products in
   a process of their own (:func:`measure_own`: compiling them needs the backend that is being
   chosen), from one compiled loop over the block's products, fastest round;
 * the winner is the fastest, except that another backend must beat ``np.dot`` by more than
@@ -193,11 +193,12 @@ def measure(dgemms: dict[str, Any], budget_s: float = BUDGET_S) -> dict[str, dic
 
 def measure_own(budget_s: float = BUDGET_S) -> dict[str, float]:
     """Time one block's products with thermonet's own products
-    (:mod:`thermonet.kernels.gemm_timing`), in a process of its own: compiling them here would
-    need the backend that is being chosen."""
+    (:mod:`~thermonet.kernels.matmul.gemm_timing`), in a process of its own: compiling them here
+    would need the backend that is being chosen."""
     env = {**os.environ, "THERMONET_BLAS": "own"}
-    out = subprocess.run([sys.executable, "-m", "thermonet.kernels.gemm_timing", str(budget_s)],
-                         env=env, capture_output=True, text=True, timeout=600, check=False)
+    module = "thermonet.kernels.matmul.gemm_timing"
+    out = subprocess.run([sys.executable, "-m", module, str(budget_s)], env=env,
+                         capture_output=True, text=True, timeout=600, check=False)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]

@@ -3,14 +3,14 @@ whichever is fastest here.
 
 On the skinny shapes of the MLP kernels ((rows x 256)(256 x 40), the 40 x 40 layers) MKL's
 ``dgemm`` can be faster than the OpenBLAS that Numba's ``np.dot`` calls, or slower, depending on
-the CPU, and thermonet's own register-blocked products (:mod:`thermonet.kernels.gemm`) can be
+the CPU, and thermonet's own register-blocked products (:mod:`thermonet.kernels.matmul.gemm`) can be
 faster than both (docs/performance.md); the products are most of a gradient's cost. So
-(:mod:`thermonet.kernels.backend`):
+(:mod:`thermonet.kernels.matmul.backend`):
 
 * ``THERMONET_BLAS=auto`` (the default): the fastest on this machine of ``np.dot``, thermonet's
   own products and, if it can be loaded (``pip install thermonet[mkl]``, i.e. the ``mkl``
   wheel from PyPI), MKL, measured once on the kernels' own products and cached
-  (:mod:`thermonet.kernels.calibration`).
+  (:mod:`thermonet.kernels.matmul.calibration`).
 * ``THERMONET_BLAS=mkl``: use MKL; importing the kernels fails with a one-line message if it
   cannot be loaded.
 * ``THERMONET_BLAS=numpy`` (or ``openblas``): always ``np.dot`` (SciPy's OpenBLAS under Numba).
@@ -40,8 +40,9 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels import gemm as own
-from thermonet.kernels.backend import (
+from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import gemm as own
+from thermonet.kernels.matmul.backend import (
     BACKEND,
     LIBRARY,
     REASON,
@@ -51,7 +52,6 @@ from thermonet.kernels.backend import (
     SYM_S,
     info,
 )
-from thermonet.kernels.jit import kernel
 
 __all__ = ["BACKEND", "LIBRARY", "REASON", "gemm", "gemm_acc", "info"]
 
@@ -215,7 +215,7 @@ def _own_call32(ta, tb, a, b, c, alpha, accumulate):
 
 def _own_by_type(ta, tb, a, b, c):
     """Resolved when a kernel is compiled: C-contiguous float64 or float32 operands go to
-    thermonet's own products (:mod:`thermonet.kernels.gemm`, through the symbols registered
+    thermonet's own products (:mod:`thermonet.kernels.matmul.gemm`, through the symbols registered
     above), anything else to ``np.dot``."""
 
 
