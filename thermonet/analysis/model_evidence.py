@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from thermonet.analysis.free_energy import free_energies
-from thermonet.analysis.mixing import assess
+from thermonet.analysis.mixing import assess, verdict_rules
 from thermonet.config.schema import parse_toml
 from thermonet.errors import ConfigError
 from thermonet.io.checkpoint import read_checkpoint
@@ -48,6 +48,8 @@ class ModelEvidence(NamedTuple):
     iterations_used: int
     mixed: bool              #: the run's mixing verdict
     verdict: str             #: its text
+    log_z_tic: float = math.nan      #: the trapezoid with its end correction from Var(E)
+    log_z_ti_quad: float = math.nan  #: its quadrature error (the correction's size)
 
     @property
     def ti_usable(self) -> bool:
@@ -58,7 +60,9 @@ class ModelEvidence(NamedTuple):
 
     def describe(self) -> str:
         """One line: the numbers and what they are."""
-        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta)"
+        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta; with "
+              f"the end correction from Var(E) {self.log_z_tic:.4f}, quadrature error ≤ "
+              f"{self.log_z_ti_quad:.2g})"
               if self.ti_usable else
               f"integration over beta not usable (± {self.log_z_ti_err:.2g}: the energies at "
               "the prior rung are too spread for the trapezoid rule)")
@@ -93,7 +97,8 @@ def model_evidence(temperatures: Any, energy_nk: Any, verdict: Any) -> ModelEvid
     fe = free_energies(1.0 / t, e)
     return ModelEvidence(float(fe.log_z_ss_k[j]), float(fe.log_z_ss_err_k[j]),
                          float(fe.log_z_ti_k[j]), float(fe.log_z_ti_err_k[j]),
-                         int(t.size - j), int(e.shape[0]), bool(verdict.mixed), str(verdict))
+                         int(t.size - j), int(e.shape[0]), bool(verdict.mixed), str(verdict),
+                         float(fe.log_z_tic_k[j]), float(fe.log_z_ti_quad_k[j]))
 
 
 def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> ModelEvidence:
@@ -124,7 +129,7 @@ def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> Model
     sampler = cfg.get("sampler", {})
     n_traj = trajectories_from_settings(cfg.get("ladder", sampler), temps)
     mx = assess(trace, temps, n_trajectories=n_traj, start=start,
-                elapsed_s=ck.counters.get("elapsed_s"))
+                elapsed_s=ck.counters.get("elapsed_s"), **verdict_rules(cfg.get("run", {})))
     # the energies the temperature divides (a regression prior is not tempered); traces
     # written before they were recorded have only the slots' energies, equal for box priors
     energies = trace.get("swap_energy_k", trace["energy_k"])

@@ -19,7 +19,11 @@ from thermonet.analysis.ladder import (
     series_stats,
     swap_table,
 )
-from thermonet.analysis.mixing import assess
+from thermonet.analysis.local_exploration import (
+    gradients_per_iteration,
+    local_exploration,
+)
+from thermonet.analysis.mixing import Mixing, assess, verdict_rules
 from thermonet.analysis.model_evidence import model_evidence
 from thermonet.analysis.replica_flow import replica_flow
 from thermonet.analysis.report import TABLE_COLUMNS, Analysis
@@ -29,6 +33,7 @@ from thermonet.config.schema import TOMLDecodeError, parse_toml
 from thermonet.errors import CheckpointError, CheckpointFormatError, ConfigError
 from thermonet.io.checkpoint import read_checkpoint
 from thermonet.io.trace import read_trace
+from thermonet.tempering import SCHEMES
 from thermonet.tempering.ladder import trajectories_from_settings
 
 
@@ -291,8 +296,13 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
     else:
         pairs = swap_table(temps, np.zeros((0, max(k_n - 1, 0))), np.zeros((0, max(k_n - 1, 0))))
     mx = assess(tr, temps, n_trajectories=n_traj, start=start,
-                elapsed_s=ck.counters.get("elapsed_s"))
+                elapsed_s=ck.counters.get("elapsed_s"), **verdict_rules(run_cfg))
     trips, restarts = mx.passages.round_trips, mx.passages.restarts
+    explore = _exploration(tr, cfg_raw, temps, n_traj, start, mx)
+    if explore is not None:
+        table["energy_rho1"] = explore["rho1"]
+        table["energy_rho1_err"] = explore["rho1_err"]
+        table["local_efficiency"] = explore["efficiency"]
     ideal = ideal_for_run(mx.swaps.rejection, n_used, cfg_raw.get("ladder", {}))
     flow = replica_flow(tr["replica_k"][sl]) if k_n > 1 and "replica_k" in tr else None
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
@@ -359,6 +369,7 @@ def analyse(run_dir: str | Path, *, discard: float | None = None, test: bool = T
         "restarts": int(restarts.sum()),
         "restarts_per_replica": [int(v) for v in restarts],
         "ideal_passages": None if ideal is None else ideal.to_dict(),
+        "local_exploration": explore,
         "replica_flow": None if flow is None else flow.to_dict(),
         "elapsed_s": float(ck.counters.get("elapsed_s", math.nan)),
         "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
@@ -429,7 +440,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     its = np.asarray(tr.get("iteration", np.zeros(0, np.int64)))
     trimmed = {name: np.asarray(a)[its <= ck.iteration] for name, a in tr.items()}
     mx = assess(trimmed, ck.temperatures, n_trajectories=n_traj, start=start,
-                elapsed_s=ck.counters.get("elapsed_s"))
+                elapsed_s=ck.counters.get("elapsed_s"), **verdict_rules(cfg.get("run", {})))
     out["acceptance_err"] = [float(v) for v in mx.acceptance.error]
     out["rhat"] = [float(v) for v in mx.diagnostics["rhat"]]
     out["ess_bulk"] = [float(v) for v in mx.diagnostics["ess_bulk"]]
@@ -440,6 +451,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     n_kept = int((its <= ck.iteration).sum()) - start
     ideal = ideal_for_run(mx.swaps.rejection, n_kept, cfg.get("ladder", {}))
     out["ideal_passages"] = None if ideal is None else ideal.to_dict()
+    out["local_exploration"] = _exploration(trimmed, cfg, np.asarray(ck.temperatures),
+                                            n_traj, start, mx)
     flow = replica_flow(trimmed["replica_k"][start:]) if (
         k > 1 and "replica_k" in trimmed) else None
     out["replica_flow"] = None if flow is None else flow.to_dict()
@@ -477,6 +490,23 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         out["swap_acceptance"] = []
         out["round_trips"] = 0
     return out
+
+
+def _exploration(trace: dict[str, Any], cfg: dict[str, Any], temps: np.ndarray,
+                 n_traj: np.ndarray, start: int, mx: Mixing) -> dict[str, Any] | None:
+    """The run's :func:`~thermonet.analysis.local_exploration.local_exploration` after the
+    discard, as a dict (None for one rung or no production iterations)."""
+    n = int(np.asarray(trace.get("iteration", np.zeros(0))).shape[0])
+    if temps.size < 2 or n - start < 2 or "replica_k" not in trace:
+        return None
+    scheme = SCHEMES.get(str(cfg.get("ladder", {}).get("swap_scheme", "random-pairs")))
+    grads = (n - start) * gradients_per_iteration(cfg.get("sampler", {}), n_traj, temps)
+    le = local_exploration(np.asarray(trace["energy_k"], dtype=np.float64)[start:],
+                           np.asarray(trace["replica_k"])[start:],
+                           restarts=int(mx.passages.restarts.sum()),
+                           round_trips=int(mx.passages.round_trips.sum()), gradients=grads,
+                           swaps_first=bool(getattr(scheme, "before_propagation", False)))
+    return le.to_dict()
 
 
 def ess_per_hour(ess: Any, n_used: int, n_iterations: int, elapsed_s: Any) -> np.ndarray:
