@@ -60,9 +60,9 @@ class ModelEvidence(NamedTuple):
 
     def describe(self) -> str:
         """One line: the numbers and what they are."""
-        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta; with "
-              f"the end correction from Var(E) {self.log_z_tic:.4f}, quadrature error ≤ "
-              f"{self.log_z_ti_quad:.2g})"
+        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta), "
+              f"{self.log_z_tic:.4f} with the end correction from Var(E) (quadrature "
+              f"error ≤ {self.log_z_ti_quad:.2g})"
               if self.ti_usable else
               f"integration over beta not usable (± {self.log_z_ti_err:.2g}: the energies at "
               "the prior rung are too spread for the trapezoid rule)")
