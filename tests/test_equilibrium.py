@@ -214,3 +214,81 @@ def test_t_interval_matches_scipy():
     c = consistency(x, np.full(6, 0.1))
     lo, hi = stats.t.interval(0.95, 5, loc=x.mean(), scale=stats.sem(x))
     assert (c.low, c.high) == pytest.approx((lo, hi), rel=1e-12)
+
+
+# --- the figure ---------------------------------------------------------------------------------
+
+def test_plot_exploration_draws_each_rungs_autocorrelation(tmp_path):
+    """A synthetic run: two slots swapping every iteration; the figure's points are the
+    measurement's rho1, the title the gradients' line (unknown for this sampler)."""
+    from thermonet import checkpoint as ckpt
+    from thermonet.plotting import plot
+
+    n, k = 200, 2
+    replica = _travelling(n)
+    energy = np.stack([ar1(0.5, n, 1), ar1(0.5, n, 2) + 3.0], axis=1)
+    rows = {"iteration": list(range(1, n + 1)), "energy_k": list(energy),
+            "n_accepted_k": [np.ones(k, int)] * n, "n_divergent_k": [np.zeros(k, int)] * n,
+            "step_size_k": [np.full(k, 0.1)] * n, "swap_attempted_k": [np.ones(1, int)] * n,
+            "swap_accepted_k": [np.ones(1, int)] * n, "replica_k": list(replica)}
+    ckpt.write_segment(tmp_path, "u0", rows, [])
+    toml = ('[run]\nn_iterations = 200\ndiscard = 0.0\n[data]\nname = "none"\n'
+            '[architecture]\nname = "gaussian"\n[ladder]\nn_trajectories = 1\n'
+            'swap_scheme = "deo"\n')
+    ckpt.write_checkpoint(tmp_path, ckpt.Checkpoint(
+        iteration=n, run_uuid="u0", config_toml=toml, config_sources={}, plugins={},
+        rng_states=[], slots={"step_size": np.full(k, 0.1)}, replica_k=replica[-1],
+        temperatures=np.array([1.0, 2.0]), counters={"elapsed_s": 1.0}))
+    fig = plot("exploration", tmp_path, tmp_path / "x.png")
+    assert (tmp_path / "x.png").read_bytes()[:4] == b"\x89PNG"
+    le = local_exploration(energy, replica, restarts=0, round_trips=0, gradients=math.nan)
+    ax = fig.axes[0]
+    points = ax.lines[0].get_ydata()
+    assert np.allclose(points, le.rho1)
+    assert "gradients unknown" in fig.axes[0].get_title()
+
+
+def _evidence_run(d, seed: int, shift: float) -> None:
+    """A synthetic run on [1, 2, inf] whose energies are N(mean_k + shift, 1) draws."""
+    from thermonet import checkpoint as ckpt
+
+    n, k = 400, 3
+    rng = np.random.default_rng(seed)
+    energy = rng.normal(size=(n, k)) + np.array([1.0, 2.0, 4.0]) + shift
+    replica = np.array([[0, 1, 2], [1, 0, 2], [1, 2, 0], [2, 1, 0], [2, 0, 1], [0, 2, 1]]
+                       * (n // 6 + 1))[:n]
+    rows = {"iteration": list(range(1, n + 1)), "energy_k": list(energy),
+            "n_accepted_k": [np.ones(k, int)] * n, "n_divergent_k": [np.zeros(k, int)] * n,
+            "step_size_k": [np.full(k, 0.1)] * n, "swap_attempted_k": [np.ones(2, int)] * n,
+            "swap_accepted_k": [np.ones(2, int)] * n, "replica_k": list(replica)}
+    d.mkdir()
+    ckpt.write_segment(d, f"u{seed}", rows, [])
+    toml = (f'[run]\nseed = {seed}\nn_iterations = {n}\nmin_ess = 0\n[data]\nname = "none"\n'
+            '[architecture]\nname = "gaussian"\n[ladder]\nn_trajectories = 1\n'
+            'prior_rung = true\nswap_scheme = "deo"\n')
+    ckpt.write_checkpoint(d, ckpt.Checkpoint(
+        iteration=n, run_uuid=f"u{seed}", config_toml=toml, config_sources={}, plugins={},
+        rng_states=[], slots={"step_size": np.full(k, 0.1)}, replica_k=replica[-1],
+        temperatures=np.array([1.0, 2.0, np.inf]), counters={"elapsed_s": 1.0}))
+
+
+def test_compare_refuses_runs_whose_log_evidence_scatter_beyond_their_error_bars(tmp_path):
+    """Runs of one distribution agree on log Z within their error bars; a third whose
+    energies sit 1 higher everywhere gives a log Z about 1 lower (d log Z / d beta = -<E>),
+    tens of its error bars away: compare says they do not agree, and not mixed."""
+    from thermonet.analysis.compare import compare_runs
+    from thermonet.analysis.model_evidence import run_log_evidence
+
+    for seed, shift in ((1, 0.0), (2, 0.0), (3, 0.0), (4, 1.0)):
+        _evidence_run(tmp_path / f"r{seed}", seed, shift)
+    same = compare_runs([tmp_path / f"r{s}" for s in (1, 2, 3)])
+    ev = same["log_evidence"]
+    each = [run_log_evidence(tmp_path / f"r{s}") for s in (1, 2, 3)]
+    assert ev["runs"] == [e.log_z_ss for e in each]
+    assert ev["agree"], ev["text"]
+    assert not any("disagree" in r for r in same["verdict"]["reasons"])
+    odd = compare_runs([tmp_path / f"r{s}" for s in (1, 2, 4)])
+    assert odd["log_evidence"]["agree"] is False
+    assert odd["log_evidence"]["error_scale"] > 3
+    assert not odd["verdict"]["mixed"]
+    assert any(r.startswith("log Z of the runs disagree") for r in odd["verdict"]["reasons"])
