@@ -17,6 +17,7 @@ from thermonet.analysis.mixing import (
     replica_passages,
     rung_acceptance,
     verdict,
+    verdict_rules,
 )
 from thermonet.analysis.report import read_analysis
 from thermonet.analysis.run_record import open_run
@@ -25,7 +26,7 @@ from thermonet.errors import ConfigError
 #: keys that independent runs of one configuration may differ in (the seed is the point; the
 #: others change the length or the speed of a run, not the chain it samples)
 FREE_KEYS = frozenset({"run.seed", "run.n_iterations", "run.workers", "run.executor",
-                       "run.checkpoint_every"})
+                       "run.checkpoint_every", "run.min_restarts", "run.min_ess"})
 
 #: sections that set only where a run starts (a prior draw, a minimum of it, a file): runs
 #: started differently are the strongest test of mixing, so they may differ in anything here
@@ -89,7 +90,7 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
     n, start = rec.n_recorded, rec.start
     energy = (np.asarray(kept["energy_k"], dtype=np.float64) if n
               else np.zeros((0, len(rec.temperatures))))
-    passages = replica_passages(rec.trace["replica_k"]) if n else None
+    passages = replica_passages(kept["replica_k"]) if rec.n_kept else None
     # each run's own acceptance per rung, for the frozen-rung rule of its own verdict
     acceptance = (rung_acceptance(kept["n_accepted_k"], rec.n_trajectories)
                   if n > start and "n_accepted_k" in kept else None)
@@ -224,7 +225,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     trips = sum(int(p.round_trips.sum()) for p in passages if p is not None)
     v = verdict(temps, restarts=restarts if multi else None,
                 round_trips=trips if multi else None,
-                rhat=out["train_energy"]["rhat"], ess_bulk=out["train_energy"]["ess_bulk"])
+                rhat=out["train_energy"]["rhat"], ess_bulk=out["train_energy"]["ess_bulk"],
+                **verdict_rules(ref["config"].get("run", {})))
     flags = list(v.flags)
     for name in observables:
         rh = np.asarray(out[name]["rhat"])
@@ -241,8 +243,35 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
                                          [float(a) for a in r["acceptance"].acceptance])
                          for r in runs}
     out["restarts"], out["round_trips"] = restarts, trips
+    out["log_evidence"] = ev = _evidence_consistency([r["dir"] for r in runs], discard)
+    if ev is not None and ev.get("agree") is False:
+        # runs that mixed would scatter as their error bars say; these do not
+        why = (f"log Z of the runs disagree (chi2 = {ev['chi2']:.1f} on {ev['n'] - 1} dof, "
+               f"p = {ev['p_value']:.2g})")
+        v = Verdict(False, ([] if v.mixed else list(v.reasons)) + [why], list(v.flags))
     out["verdict"] = v.to_dict()
     return out
+
+
+def _evidence_consistency(run_dirs: list[Path], discard: float | None) -> dict[str, Any] | None:
+    """Each run's log evidence (stepping stone) and whether the runs agree within their
+    error bars (:func:`thermonet.analysis.consistency.consistency`); None when a run's
+    ladder does not reach from the prior to T = 1."""
+    from thermonet.analysis.consistency import consistency
+    from thermonet.analysis.model_evidence import run_log_evidence
+
+    try:
+        each = [run_log_evidence(d, discard) for d in run_dirs]
+    except ConfigError:
+        return None
+    values = [e.log_z_ss for e in each]
+    errors = [e.log_z_ss_err for e in each]
+    try:
+        c = consistency(values, errors)
+    except ConfigError as err:
+        return {"runs": values, "errors": errors, "text": f"log Z not compared: {err}"}
+    return {"runs": values, "errors": errors, "mixed": [e.mixed for e in each],
+            **c.to_dict()}
 
 
 def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from thermonet.analysis.convergence import (
-    ESS_DECIDES,
     ESS_MIN,
     RHAT_MAX,
     chain_diagnostics,
@@ -48,6 +47,11 @@ ACCEPT_FROZEN = 0.05
 
 #: a rung accepting more than this takes steps so small that it diffuses slowly
 ACCEPT_TIMID = 0.98
+
+#: restarts after the discard below which a ladder is not mixed (``run.min_restarts``): with
+#: fewer, the fraction of the target's mass in each basin is estimated from too few fresh
+#: draws to trust, and a Poisson count of 20 has a relative error of about 0.22
+MIN_RESTARTS = 20
 
 
 # --- replicas on the ladder ---------------------------------------------------------------------
@@ -285,16 +289,15 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
             elapsed_s: float | None = None, acceptance: RungAcceptance | None = None,
             rhat: Any = None, ess_bulk: Any = None, swaps: SwapBarrier | None = None,
             rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
-            rhat_decides: bool = True) -> Verdict:
+            rhat_decides: bool = True, min_restarts: int = MIN_RESTARTS) -> Verdict:
     """Has the run mixed? Every piece of evidence is optional; the rules use what is given.
 
-    Not mixed when: the ladder has more than one rung and no replica made a restart or a
-    round trip; any rung is frozen (acceptance below :data:`ACCEPT_FROZEN`); the largest
-    split-R-hat over temperatures exceeds ``rhat_max`` (when ``rhat_decides``; otherwise
-    that is only flagged); the bulk ESS at some temperature is below
-    :data:`~thermonet.analysis.convergence.ESS_DECIDES` (10: the chain has not forgotten its
-    start there). Flagged (still mixed): bulk ESS below ``ess_min``, timid rungs, undefined
-    R-hat, pairs that never swap.
+    Not mixed when: the ladder has more than one rung and its replicas made fewer than
+    ``min_restarts`` restarts or no round trip (count them after the discard); any rung is
+    frozen (acceptance below :data:`ACCEPT_FROZEN`); the largest rank-normalised split-R-hat
+    over temperatures exceeds ``rhat_max`` (when ``rhat_decides``; otherwise that is only
+    flagged); the rank-normalised bulk ESS at some temperature is below ``ess_min``. Flagged
+    (still mixed): timid rungs, undefined R-hat, pairs that never swap.
 
     R-hat and ESS must be of permutation-invariant observables (the energy per temperature
     slot, test energies): never of raw weights, which are not identifiable.
@@ -311,10 +314,11 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
         Per temperature.
     swaps : SwapBarrier, optional
     rhat_max, ess_min : float
+        The largest split-R-hat and the smallest bulk ESS allowed (``run.min_ess``).
     rhat_decides : bool
-        True for R-hat across independent runs. False for one run's two halves: with the
-        few effective draws of a short run that R-hat exceeds 1.05 by chance too often to
-        decide on it alone, so it is reported as a flag.
+        True (the default) for a condition; False reports R-hat as a flag only.
+    min_restarts : int
+        Restarts required (``run.min_restarts``, :data:`MIN_RESTARTS`).
 
     Returns
     -------
@@ -329,6 +333,8 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
             failed.append("0 restarts")
         elif round_trips is not None and round_trips == 0:
             failed.append(f"0 round trips ({restarts} restarts)")
+        elif restarts < min_restarts:
+            failed.append(f"{restarts} restarts (fewer than {min_restarts})")
         else:
             per_h = 3600 * restarts / elapsed_s if elapsed_s else math.nan
             rate = f" ({per_h:.{1 if per_h < 100 else 0}f}/h)" if elapsed_s else ""
@@ -360,9 +366,9 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
         finite = np.isfinite(r)
         if finite.any():
             i = int(np.argmax(np.where(finite, r, -np.inf)))
-            label = "R-hat" if rhat_decides else "split R-hat"
+            label = "split R-hat"
             if r[i] > rhat_max and rhat_decides:
-                failed.append(f"R-hat {r[i]:.2f} at T = {temps[i]:.4g}")
+                failed.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (> {rhat_max:g})")
             elif r[i] > rhat_max:
                 flags.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (this run's halves)")
             else:
@@ -374,11 +380,11 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
         e = np.asarray(ess_bulk, dtype=np.float64)
         if np.isfinite(e).any():
             i = int(np.nanargmin(e))
-            if e[i] < ESS_DECIDES:
+            if e[i] < ess_min:
                 failed.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (fewer than "
-                              f"{ESS_DECIDES:g} effective draws)")
-            elif e[i] < ess_min:
-                flags.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (< {ess_min:g})")
+                              f"{ess_min:g})")
+            else:
+                evidence.append(f"min bulk ESS {e[i]:.0f}")
     if swaps is not None:
         cut = np.flatnonzero(swaps.rejection == 1.0)
         if cut.size:
@@ -400,7 +406,9 @@ class Mixing:
     Attributes
     ----------
     passages : Passages
-        Over every recorded iteration (passages are rare; the burn-in is not excluded).
+        Over the iterations after the discard only: a replica's passages through the
+        burn-in, when the ladder and the energies were still far from equilibrium, are not
+        evidence of mixing.
     swaps : SwapBarrier
     acceptance : RungAcceptance
     diagnostics : dict of ndarray, each of shape (K,)
@@ -416,8 +424,17 @@ class Mixing:
     verdict: Verdict
 
 
+def verdict_rules(run_table: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict's thresholds from a run's ``[run]`` table (``min_restarts``,
+    ``min_ess``; their defaults for runs written before the keys existed), as keyword
+    arguments of :func:`verdict` and :func:`assess`."""
+    return {"min_restarts": int(run_table.get("min_restarts", MIN_RESTARTS)),
+            "ess_min": float(run_table.get("min_ess", ESS_MIN))}
+
+
 def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, start: int = 0,
-           elapsed_s: float | None = None) -> Mixing:
+           elapsed_s: float | None = None, min_restarts: int = MIN_RESTARTS,
+           ess_min: float = ESS_MIN) -> Mixing:
     """The mixing diagnostics and verdict of one run from its trace.
 
     Parameters
@@ -430,9 +447,12 @@ def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, 
     n_trajectories : int or array_like of int, shape (K,)
         HMC trajectories per slot per iteration.
     start : int
-        First row used for acceptance, swaps, R-hat and ESS (after the burn-in discard).
+        First row used for passages, acceptance, swaps, R-hat and ESS (after the burn-in
+        discard).
     elapsed_s : float, optional
         Wall time, for the restart rate.
+    min_restarts, ess_min : int, float
+        As :func:`verdict` (:func:`verdict_rules` reads them from a run's configuration).
 
     Returns
     -------
@@ -442,7 +462,7 @@ def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, 
     k = temps.size
     rows = np.asarray(trace.get("iteration", np.zeros(0))).shape[0]
     sl = slice(start, rows)
-    passages = replica_passages(trace["replica_k"]) if rows else \
+    passages = replica_passages(np.asarray(trace["replica_k"])[sl]) if rows > start else \
         Passages(np.zeros(k, np.int64), np.zeros(k, np.int64))
     if rows and k > 1:
         swaps = swap_barrier(trace["swap_attempted_k"][sl], trace["swap_accepted_k"][sl])
@@ -459,7 +479,8 @@ def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, 
     v = verdict(temps, restarts=int(passages.restarts.sum()) if multi else None,
                 round_trips=int(passages.round_trips.sum()) if multi else None,
                 elapsed_s=elapsed_s, acceptance=acc, rhat=diag["rhat"],
-                ess_bulk=diag["ess_bulk"], swaps=swaps, rhat_decides=False)
+                ess_bulk=diag["ess_bulk"], swaps=swaps, min_restarts=min_restarts,
+                ess_min=ess_min)
     return Mixing(passages, swaps, acc, diag, v)
 
 
@@ -467,6 +488,7 @@ __all__ = [
     "ACCEPT_FROZEN",
     "ACCEPT_TIMID",
     "ESS_MIN",
+    "MIN_RESTARTS",
     "RHAT_MAX",
     "Mixing",
     "Passages",
@@ -486,4 +508,5 @@ __all__ = [
     "split_rhat",
     "swap_barrier",
     "verdict",
+    "verdict_rules",
 ]

@@ -13,6 +13,7 @@ tests/test_model_evidence.py; see docs/evidence.md, "Basin evidence and model ev
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -43,6 +44,8 @@ class ModelEvidence(NamedTuple):
     iterations_used: int
     mixed: bool              #: the run's mixing verdict
     verdict: str             #: its text
+    log_z_tic: float = math.nan      #: the trapezoid with its end correction from Var(E)
+    log_z_ti_quad: float = math.nan  #: its quadrature error (the correction's size)
 
     @property
     def ti_usable(self) -> bool:
@@ -53,7 +56,9 @@ class ModelEvidence(NamedTuple):
 
     def describe(self) -> str:
         """One line: the numbers and what they are."""
-        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta)"
+        ti = (f"{self.log_z_ti:.4f} ± {self.log_z_ti_err:.2g} (integration over beta), "
+              f"{self.log_z_tic:.4f} with the end correction from Var(E) (quadrature "
+              f"error ≤ {self.log_z_ti_quad:.2g})"
               if self.ti_usable else
               f"integration over beta not usable (± {self.log_z_ti_err:.2g}: the energies at "
               "the prior rung are too spread for the trapezoid rule)")
@@ -88,7 +93,8 @@ def model_evidence(temperatures: Any, energy_nk: Any, verdict: Any) -> ModelEvid
     fe = free_energies(1.0 / t, e)
     return ModelEvidence(float(fe.log_z_ss_k[j]), float(fe.log_z_ss_err_k[j]),
                          float(fe.log_z_ti_k[j]), float(fe.log_z_ti_err_k[j]),
-                         int(t.size - j), int(e.shape[0]), bool(verdict.mixed), str(verdict))
+                         int(t.size - j), int(e.shape[0]), bool(verdict.mixed), str(verdict),
+                         float(fe.log_z_tic_k[j]), float(fe.log_z_ti_quad_k[j]))
 
 
 def run_log_evidence(run_dir: str | Path, discard: float | None = None) -> ModelEvidence:

@@ -19,6 +19,7 @@ from thermonet.analysis.ladder import (
     series_stats,
     swap_table,
 )
+from thermonet.analysis.local_exploration import gradients_per_iteration, local_exploration
 from thermonet.analysis.model_evidence import model_evidence
 from thermonet.analysis.replica_flow import replica_flow
 from thermonet.analysis.report import TABLE_COLUMNS, Analysis
@@ -26,6 +27,7 @@ from thermonet.analysis.run_record import RunRecord, open_run
 from thermonet.analysis.samples import evaluate_samples
 from thermonet.analysis.stopping import STOP_PATIENCE, STOP_SIGMA, best_temperature
 from thermonet.errors import ConfigError
+from thermonet.tempering import SCHEMES
 
 
 def _read_baseline(path: str | Path, arch: Any, split: Any, workers: int,
@@ -299,6 +301,11 @@ def _ladder_health(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[
     mx = rec.mixing
     ideal = ideal_for_run(mx.swaps.rejection, n_used, rec.config.get("ladder", {}))
     flow = replica_flow(kept["replica_k"]) if k_n > 1 and "replica_k" in kept else None
+    explore = _exploration(rec, mx)
+    if explore is not None:
+        table["energy_rho1"] = np.asarray(explore["rho1"], dtype=np.float64)
+        table["energy_rho1_err"] = np.asarray(explore["rho1_err"], dtype=np.float64)
+        table["local_efficiency"] = np.asarray(explore["efficiency"], dtype=np.float64)
     # the model's log evidence, when the ladder reaches from T = 1 to the prior
     evidence = None if _gaussian(rec) or n_used < 2 else model_evidence(
         temps, np.asarray(kept.get("swap_energy_k", kept["energy_k"]), dtype=np.float64),
@@ -326,6 +333,7 @@ def _ladder_health(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[
         "round_trips": int(trips.sum()), "round_trips_per_replica": [int(v) for v in trips],
         "restarts": int(restarts.sum()), "restarts_per_replica": [int(v) for v in restarts],
         "ideal_passages": None if ideal is None else ideal.to_dict(),
+        "local_exploration": explore,
         "replica_flow": None if flow is None else flow.to_dict(),
         "barrier": mx.swaps.barrier, "barrier_err": mx.swaps.barrier_err,
         "mixed": mx.verdict.mixed, "verdict": mx.verdict.to_dict(),
@@ -459,9 +467,27 @@ def _mixing_summary(rec: RunRecord) -> dict[str, Any]:
             rec.elapsed_s)],
         "restarts": int(mx.passages.restarts.sum()),
         "ideal_passages": None if ideal is None else ideal.to_dict(),
+        "local_exploration": _exploration(rec, mx),
         "replica_flow": None if flow is None else flow.to_dict(),
         "barrier": mx.swaps.barrier,
     }
+
+
+def _exploration(rec: RunRecord, mx: Any) -> dict[str, Any] | None:
+    """The run's :func:`~thermonet.analysis.local_exploration.local_exploration` after the
+    discard, as a dict (None for one rung or fewer than two kept iterations)."""
+    temps, kept = rec.temperatures, rec.kept
+    if temps.size < 2 or rec.n_kept < 2 or "replica_k" not in kept:
+        return None
+    scheme = SCHEMES.get(str(rec.config.get("ladder", {}).get("swap_scheme", "random-pairs")))
+    grads = rec.n_kept * gradients_per_iteration(rec.config.get("sampler", {}),
+                                                 rec.n_trajectories, temps)
+    le = local_exploration(np.asarray(kept["energy_k"], dtype=np.float64),
+                           np.asarray(kept["replica_k"]),
+                           restarts=int(mx.passages.restarts.sum()),
+                           round_trips=int(mx.passages.round_trips.sum()), gradients=grads,
+                           swaps_first=bool(getattr(scheme, "before_propagation", False)))
+    return le.to_dict()
 
 
 def _hyper_summary(rec: RunRecord) -> dict[str, Any]:

@@ -35,7 +35,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "predictive_test_energy_per_point", "predictive_test_error",
     "heat_capacity", "heat_capacity_err", "tau_train_energy",
     "rhat_train_energy", "ess_bulk_train_energy", "ess_tail_train_energy", "ess_bulk_per_hour",
-    "n_samples",
+    "n_samples", "energy_rho1", "energy_rho1_err", "local_efficiency",
 )
 
 

@@ -195,10 +195,11 @@ class RunRecord:
     def mixing(self) -> Mixing:
         """The mixing diagnostics of the kept iterations (:func:`~thermonet.analysis.mixing.
         assess`)."""
-        from thermonet.analysis.mixing import assess
+        from thermonet.analysis.mixing import assess, verdict_rules
 
         return assess(self.trace, self.temperatures, n_trajectories=self.n_trajectories,
-                      start=self.start, elapsed_s=self.elapsed_s)
+                      start=self.start, elapsed_s=self.elapsed_s,
+                      **verdict_rules(self.config.get("run", {})))
 
     @property
     def verdict(self) -> Verdict:

@@ -92,6 +92,7 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     from thermonet import parallel
     from thermonet.analysis import analyse as run_analyse
     from thermonet.analysis.ideal_exchange import ideal_line
+    from thermonet.analysis.local_exploration import LocalExploration, exploration_line
     from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
     from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
     from thermonet.errors import ConfigError
@@ -163,13 +164,18 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
             click.echo(ideal_line(m["restarts"], m["round_trips"], m["ideal_passages"]))
         if m.get("replica_flow"):
             click.echo(flow_line(ReplicaFlow.from_dict(m["replica_flow"]), a.temperatures))
+        if m.get("local_exploration"):
+            le = LocalExploration.from_dict(m["local_exploration"])
+            click.echo(exploration_line(le, a.temperatures))
         click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
                    f"{_pm(m['barrier'], m['barrier_err'], 0)}")
     click.echo("mixing per temperature (training energy; R-hat of this run's two halves):")
     click.echo(f"{'T':>9} {'accept':>12} {'R-hat':>6} {'ESS bulk':>9} {'ESS tail':>9} "
-               f"{'ESS/h':>9}")
+               f"{'ESS/h':>9} {'rho1(E)':>12}")
     # analysis files written before this column existed lack it
     per_hour = t.get("ess_bulk_per_hour", [math.nan] * len(a.temperatures))
+    rho1 = t.get("energy_rho1", [math.nan] * len(a.temperatures))
+    rho1_err = t.get("energy_rho1_err", [math.nan] * len(a.temperatures))
     for k in range(len(a.temperatures)):
         acc, acc_err = t["acceptance"][k], t["acceptance_err"][k]
         mark = ""
@@ -183,7 +189,8 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"{_num(t['rhat_train_energy'][k], 6, '.3f')} "
                    f"{_num(t['ess_bulk_train_energy'][k], 9, '.0f')} "
                    f"{_num(t['ess_tail_train_energy'][k], 9, '.0f')} "
-                   f"{_num(per_hour[k], 9, '.0f')}{mark}")
+                   f"{_num(per_hour[k], 9, '.0f')} "
+                   f"{_pm(rho1[k], rho1_err[k], 12, '.2f')}{mark}")
     r, b = a.references, a.best
     click.echo(f"uninformed classifier: E/N = ln {m['n_classes']} = "
                f"{r['uninformed_per_point']:.4f}, error {100 * r['uninformed_error']:.0f}%")

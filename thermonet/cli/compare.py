@@ -65,4 +65,6 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
             cells = "".join(f" {_num(c['width:' + n]['rhat'][k], 24, '.3f')} "
                             f"{_num(c['width:' + n]['ess_bulk'][k], 8, '.0f')}" for n in hyper)
             click.echo(f"{t:>9.4g}{cells}")
+    if c.get("log_evidence"):
+        click.echo(f"evidence   {c['log_evidence']['text']}")
     click.echo(f"verdict    {c['verdict']['text']}")

@@ -11,12 +11,12 @@ from thermonet.ranges import COUNT, FRACTION, POSITIVE
 
 #: the kinds, in the order the help lists them (kept in step with thermonet.plotting.KINDS,
 #: which a test checks, so that this module need not import the plotting code for --help)
-KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow", "predictive",
-                "errors")
+KIND_CHOICES = ("replicas", "energy", "size", "ladder", "heat", "barrier", "flow",
+                "exploration", "predictive", "errors")
 
 
 @click.command(short_help="Figures of runs: replicas, energy, size, ladder, heat, barrier, "
-                          "flow, predictive, errors.")
+                          "flow, exploration, predictive, errors.")
 @click.argument("run_dirs", metavar="DIR [DIR ...]", nargs=-1, required=True,
                 type=click.Path(file_okay=False))
 @click.option("--kind", required=True, type=click.Choice(KIND_CHOICES),
@@ -83,6 +83,9 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
                 rejection, and the cumulative barrier Lambda (Syed et al. 2022)
       flow      each slot's time split by the end its replica visited last (cold,
                 neither, hot): where replicas from each end stop (Katzgraber et al. 2006)
+      exploration  per rung, the lag-1 autocorrelation of a replica's standardised energy
+                across its local moves (0 under ideal local exploration), with restarts
+                and round trips per 10^6 gradients
       predictive  regression runs: the predictive mean and a --band of the sampled
                 networks' outputs against the test targets, and along a slice through
                 each input (the others at their training mean); one DIR

@@ -227,6 +227,11 @@ def _summary(s: dict[str, Any]) -> None:
 
         flow = flow_line(ReplicaFlow.from_dict(s["replica_flow"]), s["temperatures"])
         click.echo(f"           {flow}")
+    if s.get("local_exploration"):
+        from thermonet.analysis.local_exploration import LocalExploration, exploration_line
+
+        le = LocalExploration.from_dict(s["local_exploration"])
+        click.echo(f"           {exploration_line(le, s['temperatures'])}")
     if s.get("blas_backend"):
         reason = f" ({s['blas_reason']})" if s.get("blas_reason") else ""
         click.echo(f"blas       {s['blas_backend']}{reason}")
@@ -251,11 +256,14 @@ def _summary(s: dict[str, Any]) -> None:
         spans = ", ".join(f"{min(a):.2f}-{max(a):.2f}" for a in measured if a)
         click.echo(f"step sizes corrected in {len(retune)} rounds of {retune[0]['iterations']} "
                    f"warm-up iterations (acceptance measured {spans}), then frozen")
-    click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10}")
+    rho = (s.get("local_exploration") or {}).get("rho1") or [math.nan] * len(s["temperatures"])
+    click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10} "
+               f"{'rho1(E)':>8}")
     for k, t in enumerate(s["temperatures"]):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
         click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
-                   f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10}")
+                   f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10} "
+                   f"{_fmt(rho[k]):>8}")
     hyper = s.get("hyperparameters") or {}
     for k, row in enumerate(hyper.get("width", [])):
         cells = ", ".join(f"{n} {v:.4g} ± {e:.2g}" for n, v, e in

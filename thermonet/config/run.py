@@ -78,6 +78,12 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
                      "multiplicative factor of the periodic adaptation"),
     "discard": (0.2, (float, int), (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
                 "fraction of iterations discarded as burn-in in summaries"),
+    "min_restarts": (20, (int,), _NONNEG_INT,
+                     ("restarts after the discard that the mixing verdict requires of a "
+                      "ladder (docs/samplers.md, \"The verdict\")")),
+    "min_ess": (100.0, (float, int), (lambda v: v >= 0, "a number >= 0"),
+                ("rank-normalised bulk ESS of the energy that the mixing verdict requires at "
+                 "every rung")),
     "workers": (1, (int,), _POS_INT,
                 "threads running replicas in parallel (in each MPI rank under MPI)"),
     "executor": ("auto", (str,), (lambda v: v in EXECUTORS, "one of " + ", ".join(EXECUTORS)),

@@ -22,6 +22,7 @@ functions compiled here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -64,6 +65,17 @@ def _dependency_hash(own_file: str) -> bytes:
     return h.digest()
 
 
+@functools.cache
+def _layout_tag() -> str:
+    """A short hash of which kernel modules exist where (names only, not contents)."""
+    names = []
+    for root, dirs, files in os.walk(_KERNELS_DIR):
+        dirs[:] = [n for n in dirs if n != "__pycache__"]
+        names += [os.path.relpath(os.path.join(root, n), _KERNELS_DIR) for n in files
+                  if n.endswith(".py")]
+    return "layout-" + hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:12]
+
+
 def install_cache_locators() -> None:
     """Put locators with the dependency-aware stamp in front of Numba's own (once)."""
     try:
@@ -87,6 +99,12 @@ def install_cache_locators() -> None:
 
         def get_source_stamp(self) -> Any:
             return _dependency_hash(self._py_file)  # type: ignore[attr-defined]
+
+        def get_cache_path(self) -> Any:
+            # An index's pickled signatures name the types by module path, and Numba raises
+            # (instead of missing) when one of those modules has moved: each layout of the
+            # kernels' modules therefore keeps its cache in a directory of its own.
+            return os.path.join(super().get_cache_path(), _layout_tag())  # type: ignore[misc]
 
     bases = [getattr(caching, n) for n in ("UserProvidedCacheLocator", "InTreeCacheLocator",
                                             "UserWideCacheLocator") if hasattr(caching, n)]

@@ -9,6 +9,7 @@ from thermonet.errors import PlotError
 from thermonet.plotting.barrier import plot_barrier
 from thermonet.plotting.energies import plot_energies, plot_size
 from thermonet.plotting.error_trace import plot_errors
+from thermonet.plotting.exploration import plot_exploration
 from thermonet.plotting.figure import PathLike, check_out, new_figure, save
 from thermonet.plotting.flow import plot_flow
 from thermonet.plotting.ladder import plot_heat, plot_ladder
@@ -28,6 +29,7 @@ KINDS: dict[str, tuple[Callable[..., Figure], bool]] = {
     "heat": (plot_heat, True),
     "barrier": (plot_barrier, False),
     "flow": (plot_flow, False),
+    "exploration": (plot_exploration, False),
     "predictive": (plot_predictive, False),
     "errors": (plot_errors, False),
 }
