@@ -221,7 +221,8 @@ def test_t_interval_matches_scipy():
 def test_plot_exploration_draws_each_rungs_autocorrelation(tmp_path):
     """A synthetic run: two slots swapping every iteration; the figure's points are the
     measurement's rho1, the title the gradients' line (unknown for this sampler)."""
-    from thermonet import checkpoint as ckpt
+    from thermonet.io import checkpoint as ckpt
+    from thermonet.io import trace as iotrace
     from thermonet.plotting import plot
 
     n, k = 200, 2
@@ -231,7 +232,7 @@ def test_plot_exploration_draws_each_rungs_autocorrelation(tmp_path):
             "n_accepted_k": [np.ones(k, int)] * n, "n_divergent_k": [np.zeros(k, int)] * n,
             "step_size_k": [np.full(k, 0.1)] * n, "swap_attempted_k": [np.ones(1, int)] * n,
             "swap_accepted_k": [np.ones(1, int)] * n, "replica_k": list(replica)}
-    ckpt.write_segment(tmp_path, "u0", rows, [])
+    iotrace.write_segment(tmp_path, "u0", rows, [])
     toml = ('[run]\nn_iterations = 200\ndiscard = 0.0\n[data]\nname = "none"\n'
             '[architecture]\nname = "gaussian"\n[ladder]\nn_trajectories = 1\n'
             'swap_scheme = "deo"\n')
@@ -250,7 +251,8 @@ def test_plot_exploration_draws_each_rungs_autocorrelation(tmp_path):
 
 def _evidence_run(d, seed: int, shift: float) -> None:
     """A synthetic run on [1, 2, inf] whose energies are N(mean_k + shift, 1) draws."""
-    from thermonet import checkpoint as ckpt
+    from thermonet.io import checkpoint as ckpt
+    from thermonet.io import trace as iotrace
 
     n, k = 400, 3
     rng = np.random.default_rng(seed)
@@ -262,7 +264,7 @@ def _evidence_run(d, seed: int, shift: float) -> None:
             "step_size_k": [np.full(k, 0.1)] * n, "swap_attempted_k": [np.ones(2, int)] * n,
             "swap_accepted_k": [np.ones(2, int)] * n, "replica_k": list(replica)}
     d.mkdir()
-    ckpt.write_segment(d, f"u{seed}", rows, [])
+    iotrace.write_segment(d, f"u{seed}", rows, [])
     toml = (f'[run]\nseed = {seed}\nn_iterations = {n}\nmin_ess = 0\n[data]\nname = "none"\n'
             '[architecture]\nname = "gaussian"\n[ladder]\nn_trajectories = 1\n'
             'prior_rung = true\nswap_scheme = "deo"\n')
