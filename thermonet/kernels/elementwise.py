@@ -121,8 +121,8 @@ def exp(x):
 # one division per unit (the polynomial's own division merges with the logistic's), and 6 FMAs
 # instead of 13 (timings: docs/performance.md), within 3.4 ulp of the exact value
 # (tests/kernels/test_kernel_numerics.py). Saturation: x is clamped to [-40, 708]; for v > 40
-# the result rounds to 1, and for v <= -708 (exact value below 3.3e-308) the unit returns 0, never a subnormal
-# (subnormal operands slow the GEMMs down). NaN in, NaN out.
+# the result rounds to 1, and for v <= -708 (exact value below 3.3e-308) the unit returns 0,
+# never a subnormal (subnormal operands slow the GEMMs down). NaN in, NaN out.
 _LP0 = 1.26177193074810590878e-4
 _LP1 = 3.02994407707441961300e-2
 _LP2 = 9.99999999999999999910e-1

@@ -16,9 +16,9 @@ Every element ``C[i, j]`` is the chain ``fma(A[i, k], B[k, j], .)`` over ``k = 0
 width: the tile shape is
 chosen for the machine (:data:`MR`, :data:`NG`; AVX-512 has 32 vector registers, AVX2 16), and
 the results are the same bits on every machine (tests/kernels/test_gemm.py compiles for
-AVX-512, AVX2 and plain x86-64 and compares). The last ``n mod lanes`` columns go through a zero-padded copy
-of ``B``'s columns, the last ``m mod MR`` rows through strips of at most four rows: the same chain
-for each element.
+AVX-512, AVX2 and plain x86-64 and compares). The last ``n mod lanes`` columns go through a
+zero-padded copy of ``B``'s columns, the last ``m mod MR`` rows through strips of at most four
+rows: the same chain for each element.
 
 :func:`product` is ``c = op(a) @ op(b)`` and :func:`product_acc` is ``c += alpha * (op(a) @
 op(b))`` (the product rounded first, then ``c + alpha * p`` element by element, as the
