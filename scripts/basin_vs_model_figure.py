@@ -1,6 +1,6 @@
 """Basin evidence against model evidence on an analytic mixture: docs/figures/basin_vs_model.png.
 
-The target of tests/test_model_evidence.py: four Gaussian modes in the box |w_i| < 8, mapped
+The target of tests/analysis/test_model_evidence.py: four Gaussian modes in the box |w_i| < 8, mapped
 onto each other in pairs by w -> -w (|G| = 2), two narrow heavy ones at (±5, 0) and two wide
 light ones at (0, ±5). Its exact log evidence is known. Shown, each with its error bar:
 basin TI from a narrow mode and from a wide one (6 seeds each, mean ± standard error), the

@@ -1,4 +1,4 @@
-"""Run the ``thermonet`` command line with a failure injected on MPI rank 1 (tests/test_mpi.py).
+"""Run the ``thermonet`` command line with a failure injected on MPI rank 1 (tests/parallel/test_mpi.py).
 
 ``python mpi_fault.py WHERE N ARGS...``: WHERE is ``slot`` (the N-th HMC transition on rank 1
 raises inside the executor's work), ``rank`` (rank 1 raises outside any collective step, at

@@ -65,7 +65,7 @@ def test_baseline_config_keys_are_documented():
 def test_cli_page_does_not_depend_on_commands_run_before(tmp_path):
     # A subcommand run through its own group (not `thermonet ...`) caches a help option named
     # only --help (Click caches it per command object); the page must still show the names
-    # the real command line uses. (tests/test_data.py runs `data build-embedded` this way.)
+    # the real command line uses. (tests/data/test_data.py runs `data build-embedded` this way.)
     from click.testing import CliRunner
 
     from thermonet.cli.data import data

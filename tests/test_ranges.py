@@ -9,7 +9,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from tests.test_evidence_cli import MACKAY_CONFIG
+from tests.evidence.test_evidence_cli import MACKAY_CONFIG
 from thermonet.cli import main
 from thermonet.errors import ConfigError
 from thermonet.ranges import COUNT, FRACTION, NON_NEGATIVE_INT, POSITIVE, Range

@@ -6,7 +6,7 @@ rows, one ``jit``-compiled loop for the trajectories of a whole ladder): the sam
 layout, the same activations, energies accumulated in float64, the same box walls (reflection,
 or the end-point test with the runaway guard), status codes and step counts. They differ from
 the compiled kernels in the last bits only (another order of summation; tested to rounding in
-tests/test_accel.py), so the two engines give chains that agree in distribution, not bit for
+tests/accel/test_accel.py), so the two engines give chains that agree in distribution, not bit for
 bit.
 
 ``dtype = "float32"``: the forward and backward passes in float32 (the data term still summed

@@ -9,7 +9,7 @@ invariant under permutations of hidden units and sign flips, so chains that have
 still sit in different, equivalent modes and R-hat of weights would call them unmixed.
 
 NumPy and :mod:`math` only, so that the numbers can be checked against ArviZ without
-depending on it (tests/test_mixing.py).
+depending on it (tests/analysis/test_mixing.py).
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def random_pairs_bound(rejection: Any, n_iterations: int, *, n_swaps: int | None
     twice tends to swap back (the reverse of a swap accepted with probability a < 1 is
     accepted with probability 1); treating the attempts as independent lets replicas travel
     further than they can, so the counts here exceed those of the scheme under ELE
-    (checked against the engine in tests/test_ideal_exchange.py), and ELE is the best case a
+    (checked against the engine in tests/analysis/test_ideal_exchange.py), and ELE is the best case a
     local sampler approaches. ``rate`` is NaN (no closed form). Parameters as
     :func:`ideal_passages`.
     """

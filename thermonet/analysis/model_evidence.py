@@ -8,7 +8,7 @@ which measures the basin its chains stay in, this is the integral over the whole
 replicas have visited them in proportion, i.e. if the run's mixing verdict is "mixed". A run
 that has not mixed gives a number whose error bar does not cover the basins it never
 reached. Checked against the exact log Z of a Gaussian mixture with unequal basins in
-tests/test_model_evidence.py; see docs/evidence.md, "Basin evidence and model evidence".
+tests/analysis/test_model_evidence.py; see docs/evidence.md, "Basin evidence and model evidence".
 """
 
 from __future__ import annotations

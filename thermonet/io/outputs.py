@@ -26,7 +26,7 @@ from thermonet.io.rundir import config_owner
 from thermonet.io.trace import TRACE_DIR
 
 #: files of the workflows above this layer (evidence, annealing), named here because ``io``
-#: may not import them; tests/test_outputs.py checks that they match the workflows' constants
+#: may not import them; tests/io/test_outputs.py checks that they match the workflows' constants
 EVIDENCE_FILES = ("evidence.toml", "result.json", "ti_checkpoint.h5", "reference.npz",
                   "summary.json", "summary.h5", "table.txt")
 EVIDENCE_DIRS = ("minima", "ti", "laplace")

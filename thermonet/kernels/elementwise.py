@@ -3,7 +3,7 @@
 ``math.exp`` is a scalar libm call that LLVM cannot vectorise (this llvmlite has no SVML), so
 the logistic units and the softmax use the branch-free arithmetic below, which LLVM vectorises
 inside the element loops. Accuracy and special values are checked in
-tests/test_kernel_numerics.py; timings are in docs/performance.md.
+tests/kernels/test_kernel_numerics.py; timings are in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from thermonet.kernels.matmul import simd
 # instead of 13 multiplies and 13 adds), and
 # the scale 2^n built from exponent bits in two halves, so that results in the subnormal range
 # (x < -708.4) round once and x just below log(DBL_MAX) = 709.78 does not overflow early.
-# Measured error: <= 1.05 ulp from the correctly rounded exp (tests/test_kernel_numerics.py).
+# Measured error: <= 1.05 ulp from the correctly rounded exp (tests/kernels/test_kernel_numerics.py).
 # Special values: exp(x > 709.78) = inf, exp(x < -745.13) = 0, exp(+-inf) = inf / 0,
 # exp(NaN) = NaN. This relies on IEEE evaluation order, i.e. fastmath off (the default). Under
 # the opt-in THERMONET_FASTMATH=1 ("reassoc") LLVM may merge the two halves of ln 2 and the two
@@ -119,7 +119,7 @@ def exp(x):
 #     1/(1 + exp(-v)) = D/(D + 2^k N)    with x = -v = k ln2 + r,
 # one division per unit (the polynomial's own division merges with the logistic's), and 6 FMAs
 # instead of 13 (timings: docs/performance.md), within 3.4 ulp of the exact value
-# (tests/test_kernel_numerics.py). Saturation: x is clamped to [-40, 708]; for v > 40 the result
+# (tests/kernels/test_kernel_numerics.py). Saturation: x is clamped to [-40, 708]; for v > 40 the result
 # rounds to 1, and for v <= -708 (exact value below 3.3e-308) the unit returns 0, never a subnormal
 # (subnormal operands slow the GEMMs down). NaN in, NaN out.
 _LP0 = 1.26177193074810590878e-4
@@ -272,7 +272,7 @@ def tanh_inplace(z, bias):
     """``z[n, j] <- tanh(z[n, j] + bias[j])``, in place, in the dtype of ``z``.
 
     ``tanh(v) = 2 logistic(2 v) - 1`` through the vectorisable logistic units above: the
-    absolute error is a few ulp of 1 (tests/test_regression_kernels.py), which is what a
+    absolute error is a few ulp of 1 (tests/kernels/test_regression_kernels.py), which is what a
     hidden unit's output needs (its relative error near v = 0 is larger, and irrelevant there:
     the unit's output enters sums of order-one terms).
     """

@@ -13,11 +13,11 @@ unit's pre-activation (fused multiply-adds over the inputs), its tanh
 activations, residuals and deltas are stored. Every gradient entry is then a dot product over
 the cases in the fixed 8-lane order of :mod:`thermonet.kernels.matmul.reduce`, four entries at a
 time. Each lane is the same IEEE arithmetic whatever the vector width, so the results are the
-same bits on AVX2 and AVX-512 CPUs (tests/test_simd.py compiles for both and compares).
+same bits on AVX2 and AVX-512 CPUs (tests/kernels/test_simd.py compiles for both and compares).
 
 Same network, parameter layout and data term as :func:`thermonet.kernels.mlp.loss_and_grad`
 with real-valued targets and linear outputs (``S(w) = sum_n |f(x_n) - y_n|^2 / 2``); the
-results agree with it to rounding (tests/test_regression_kernels.py), not bit for bit, since
+results agree with it to rounding (tests/kernels/test_regression_kernels.py), not bit for bit, since
 the sums run in another order and the tanh is another formula. Which kernel a regression
 potential uses is its ``kernel`` option (docs/regression.md; timings in docs/performance.md).
 

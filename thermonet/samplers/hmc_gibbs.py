@@ -39,7 +39,7 @@ at fixed h is linear with a constant Jacobian, which cancels in the Metropolis r
 kept unchanged across a change of masses (not rescaled), the Gibbs conditional of h would have
 to include the factor ``N(p; 0, m(h) T)``, which the Gamma conditionals ignore: the chain would
 be biased unless the momenta were drawn afresh (``persistence = 0``).
-``tests/test_regression_step_sizes.py`` checks both: the chain with rescaling keeps a known
+``tests/samplers/test_regression_step_sizes.py`` checks both: the chain with rescaling keeps a known
 hyperprior marginal, the one without does not.
 """
 

@@ -12,7 +12,7 @@ slot, with the slots' potential evaluations batched (:mod:`thermonet.accel.batch
 Random numbers: each device iteration draws two 32-bit words from the swap stream (so a
 checkpoint holds everything it needs) and keys JAX's generator with them and the iteration
 number. The chain is therefore not the CPU engine's chain draw for draw, but it has the same
-transition kernel: the two engines agree in distribution (tests/test_accel.py).
+transition kernel: the two engines agree in distribution (tests/accel/test_accel.py).
 """
 
 from __future__ import annotations

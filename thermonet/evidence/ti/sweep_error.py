@@ -20,7 +20,7 @@ their number), up to lag n/2, with the bias of centring a short series on its ow
 removed (``ρ̂ ≈ (ρ - τ/n)/(1 - τ/n)``, solved for ρ by fixed-point iteration) and truncated at
 Sokal's window (the smallest W with W ≥ 5 τ_int(W)). The error is never smaller than the
 earlier one. Measured against the empirical spread of 60 runs: docs/evidence.md, "Error bars
-of one run"; tested in tests/test_ti_errors.py.
+of one run"; tested in tests/evidence/test_ti_errors.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Every element ``C[i, j]`` is the chain ``fma(A[i, k], B[k, j], .)`` over ``k = 0
 0, one rounding per term (in the operands' precision), whatever the tile, the CPU or the vector
 width: the tile shape is
 chosen for the machine (:data:`MR`, :data:`NG`; AVX-512 has 32 vector registers, AVX2 16), and
-the results are the same bits on every machine (tests/test_gemm.py compiles for AVX-512, AVX2
+the results are the same bits on every machine (tests/kernels/test_gemm.py compiles for AVX-512, AVX2
 and plain x86-64 and compares). The last ``n mod lanes`` columns go through a zero-padded copy
 of ``B``'s columns, the last ``m mod MR`` rows through strips of at most four rows: the same chain
 for each element.

@@ -9,7 +9,7 @@ accumulator), the lanes added pairwise ``((0+1)+(2+3))+((4+5)+(6+7))``, then the
 vector to one AVX-512 register or two AVX2 registers, so the result is the same bits on either
 (and on a CPU without FMA instructions, where ``llvm.fma`` is a correctly rounded library
 call). Accuracy: the usual bound of a blocked sum, ``|error| <= (n/8 + 3) eps sum |a_c b_c|``
-(tests/test_kernel_numerics.py checks it and the order). Speed: docs/performance.md.
+(tests/kernels/test_kernel_numerics.py checks it and the order). Speed: docs/performance.md.
 
 :func:`dots` and :func:`sums` take several rows at once, four at a time: one load of the
 shared vector then feeds four independent chains of fused multiply-adds instead of one chain
