@@ -285,14 +285,13 @@ def _column_sums(delta, gb):
 
 @kernel
 def _hidden_delta(a_prev, da, gb, out_act):
-    """``da`` (by a hidden layer's activations ``a_prev``) times the non-linearity's
-    derivative, in place, and its column sums (that layer's bias gradient) into ``gb``."""
+    """``da`` times the hidden non-linearity's derivative at ``a_prev``, in place; ``gb`` =
+    its column sums (the layer's bias gradient). ONE_F, not 1.0: a float64 literal would
+    promote the float32 kernels' loop to float64 (half the vector lanes); float64 arrays
+    promote ONE_F exactly."""
     rows, n_in = da.shape
     for c in range(n_in):
         gb[c] = 0.0
-    # ONE_F, not 1.0: a float64 literal would promote the float32 kernels' loop to
-    # float64 (half the vector lanes, two conversions per element); float64 arrays
-    # promote ONE_F exactly, so their results are unchanged
     if out_act & HIDDEN_TANH:
         for r in range(rows):
             for c in range(n_in):
@@ -331,12 +330,8 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
     n_layers = widths.shape[0] - 1
     out_off = forward(theta, widths, out_act, xb, work)
     n_cls = widths[n_layers]
-    widest = 0
-    total = 0
-    for layer in range(1, n_layers + 1):
-        widest = max(widest, widths[layer])
-        total += widths[layer]
-    d_off = rows * total
+    widest = _widest(widths)
+    d_off = rows * (_act_width(widths) - 2 * widest)      # past every layer's activations
     logits = work[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
     delta = work[d_off:d_off + rows * n_cls].reshape((rows, n_cls))
     e = _block_energy_and_delta(logits, yb, delta)
