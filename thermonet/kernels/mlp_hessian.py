@@ -79,9 +79,12 @@ def _rz_direct(xb, acts, prev_off, vw_flat, rz, layer, n_in):
 
 
 @kernel
-def _r_forward(theta, widths, xb, v, acts, ra, rgz, tanh, logistic_out):
+def _r_forward(theta, block_net, v, acts, ra, rgz):
     """The forward R pass, ``R{z_l} = R{a_{l-1}} W_l^T + a_{l-1} V_l^T + R{b_l}``, through
     each non-linearity into ``ra``; returns the offset of the outputs' ``R{s}``."""
+    widths, out_act, xb, _ = block_net
+    tanh = (out_act & k.HIDDEN_TANH) != 0
+    logistic_out = (out_act & k.OUTPUT_MASK) == k.LOGISTIC
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     p_off = 0
@@ -139,11 +142,13 @@ def _r_hidden(nxt, a_prev, gal, ra_prev, tanh):
 
 
 @kernel
-def _r_backward(theta, widths, xb, v, out, base, ra, scratch, out_off, tanh):
+def _r_backward(theta, block_net, v, out, base, scratch, out_off):
     """The backward R pass from the outputs' ``R{dE/dz}`` (in ``rgz``), adding each layer's
     ``R{dE/dW_l}`` and ``R{dE/db_l}`` to ``out``."""
+    widths, out_act, xb, _ = block_net
+    tanh = (out_act & k.HIDDEN_TANH) != 0
     acts, gz, ga, _ = base
-    rgz, rgz2 = scratch
+    ra, rgz, rgz2 = scratch
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     p_end = theta.shape[0]
@@ -203,12 +208,11 @@ def _rop_direction(theta, block_net, base, v, out, scratch):
     """
     widths, out_act, xb, yb = block_net
     acts, _, _, ds = base
-    ra, rgz, rgz2 = scratch
+    ra, rgz, _ = scratch
     rows = xb.shape[0]
     n_cls = widths[widths.shape[0] - 1]
-    tanh = (out_act & k.HIDDEN_TANH) != 0
     logistic_out = (out_act & k.OUTPUT_MASK) == k.LOGISTIC
-    out_off = _r_forward(theta, widths, xb, v, acts, ra, rgz, tanh, logistic_out)
+    out_off = _r_forward(theta, block_net, v, acts, ra, rgz)
     # ---- R{dE/ds} = L R{s} (the data term's curvature), then through a logistic output if any
     s = acts[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
     rs = ra[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
@@ -219,7 +223,7 @@ def _rop_direction(theta, block_net, base, v, out, scratch):
             for c in range(n_cls):
                 sv = s[r, c]
                 cur[r, c] = cur[r, c] * sv * (1.0 - sv) + ds[r, c] * (1.0 - 2.0 * sv) * rs[r, c]
-    _r_backward(theta, widths, xb, v, out, base, ra, (rgz, rgz2), out_off, tanh)
+    _r_backward(theta, block_net, v, out, base, scratch, out_off)
 
 
 @kernel
