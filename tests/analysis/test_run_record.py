@@ -80,10 +80,11 @@ def test_info_and_compare_read_through_the_record(runs):
 
 
 def test_discard_default_lives_in_the_schema(runs, monkeypatch):
+    import thermonet.analysis.run_reader as reader
     import thermonet.analysis.run_record as rr
 
-    stored = rr.stored_config
-    monkeypatch.setattr(rr, "stored_config", lambda ck, d: {
+    stored = reader.stored_config
+    monkeypatch.setattr(reader, "stored_config", lambda ck, d: {
         k: v for k, v in stored(ck, d).items() if k != "run"})
     rec = rr.open_run(runs["a"])
     assert rec.discard == RUN_KEYS["discard"][0] == rr.default_discard()

@@ -17,7 +17,7 @@ from thermonet.errors import ConfigError
 from thermonet.io.atomic import write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from thermonet.analysis.run_record import RunRecord
+    from thermonet.analysis.run_reader import RunReader
 
 #: the one-line answer when ArviZ is missing
 NEED_ARVIZ = ("thermonet export needs ArviZ, an optional dependency: "
@@ -41,9 +41,9 @@ def _arviz() -> Any:
     return arviz
 
 
-def _common_ladder(records: Sequence[RunRecord]) -> np.ndarray:
+def _common_ladder(records: Sequence[RunReader]) -> np.ndarray:
     """The ladder every chain shares (one line naming the first run that differs)."""
-    from thermonet.analysis.compare import config_difference
+    from thermonet.analysis.config_difference import config_difference
 
     ref = records[0]
     for r in records[1:]:
@@ -60,7 +60,7 @@ def _common_ladder(records: Sequence[RunRecord]) -> np.ndarray:
     return ref.temperatures
 
 
-def _chains(records: Sequence[RunRecord], name: str, cols: Any, dtype: Any = np.float64
+def _chains(records: Sequence[RunReader], name: str, cols: Any, dtype: Any = np.float64
             ) -> np.ndarray:
     """(chain, draw, ...) of the trace field ``name`` (its columns ``cols``, or all of a
     one-column field when None) after each run's discard, every chain cut to the shortest
@@ -77,7 +77,7 @@ def _chains(records: Sequence[RunRecord], name: str, cols: Any, dtype: Any = np.
     return np.stack(out)
 
 
-def _trace_groups(records: Sequence[RunRecord]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _trace_groups(records: Sequence[RunReader]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(posterior, sample_stats) of the finite rungs, and the swaps of every pair."""
     temps = records[0].temperatures
     finite = np.flatnonzero(np.isfinite(temps))
@@ -120,10 +120,10 @@ def inference_data(runs: Any, *, data: Any = None, temperature: float | None = N
     outputs, or class probabilities, of each stored network of the first run at
     ``temperature`` on those cases) with ``observed_data`` (their targets, if any).
     """
-    from thermonet.analysis.run_record import RunRecord, open_run, temperature_label
+    from thermonet.analysis.run_reader import RunReader, read_run, temperature_label
 
     az = _arviz()
-    records = [r if isinstance(r, RunRecord) else open_run(r) for r in (
+    records = [r if isinstance(r, RunReader) else read_run(r) for r in (
         runs if isinstance(runs, (list, tuple)) else [runs])]
     records = [r.with_discard(discard) for r in records]
     temps = _common_ladder(records)
@@ -149,7 +149,7 @@ def inference_data(runs: Any, *, data: Any = None, temperature: float | None = N
     return idata
 
 
-def _attrs(records: Sequence[RunRecord], temps: np.ndarray) -> dict[str, Any]:
+def _attrs(records: Sequence[RunReader], temps: np.ndarray) -> dict[str, Any]:
     ref = records[0]
     return {"run_uuid": [r.run_uuid for r in records],
             "run_dir": [str(r.path) for r in records],
@@ -163,7 +163,7 @@ def _attrs(records: Sequence[RunRecord], temps: np.ndarray) -> dict[str, Any]:
             "thermonet_version": ref.checkpoint.thermonet_version}
 
 
-def _add_predictive(idata: Any, rec: RunRecord, data: Any, temperature: float | None,
+def _add_predictive(idata: Any, rec: RunReader, data: Any, temperature: float | None,
                     mnist_dir: str | None) -> None:
     """Add the predictive of ``rec``'s stored networks on ``data`` (one chain)."""
     import xarray as xr

@@ -28,7 +28,7 @@ import numpy as np
 from thermonet.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from thermonet.analysis.run_record import RunRecord
+    from thermonet.analysis.run_reader import RunReader
 
 #: file suffixes :meth:`Prediction.write` knows
 OUTPUT_SUFFIXES = (".csv", ".npz", ".nc")
@@ -185,7 +185,7 @@ class Prediction:
         ds.to_netcdf(tmp)
 
 
-def _cases(rec: RunRecord, data: Any, split: Any) -> tuple[Any, bool, str]:
+def _cases(rec: RunReader, data: Any, split: Any) -> tuple[Any, bool, str]:
     """(dataset, whether it has targets, where it came from) of ``data``."""
     from thermonet.data import Dataset, read_cases
 
@@ -273,7 +273,7 @@ class Draws:
         log-probabilities
     """
 
-    record: RunRecord
+    record: RunReader
     slot: int
     temperature: float
     split: Any
@@ -287,7 +287,7 @@ class Draws:
         return str(self.cases.task)
 
 
-def predictive_draws(rec: RunRecord, data: Any, temperature: float | None = None, *,
+def predictive_draws(rec: RunReader, data: Any, temperature: float | None = None, *,
                      mnist_dir: str | None = None) -> Draws:
     """The outputs of ``rec``'s stored networks at ``temperature`` (default: T = 1 if a rung,
     else the lowest) on ``data``; one-line errors for the prior rung, a data-free run, a run
@@ -341,7 +341,7 @@ def summarise_draws(d: Draws, quantiles: tuple[float, ...] = (0.05, 0.5, 0.95)
                       quantiles, names, arrays, metrics, notes)
 
 
-def predict_run(rec: RunRecord, data: Any, temperature: float | None = None, *,
+def predict_run(rec: RunReader, data: Any, temperature: float | None = None, *,
                 quantiles: tuple[float, ...] = (0.05, 0.5, 0.95),
                 mnist_dir: str | None = None) -> Prediction:
     """:meth:`RunRecord.predict`: the predictive of ``rec``'s samples at ``temperature``

@@ -164,9 +164,4 @@ def sampler_config(sampler_cls: type[Any], table: Mapping[str, Any]) -> Any:
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None,
                 commandline: Mapping[str, Any] | None = None) -> cfgmod.ResolvedConfig:
     """Read and validate an anneal configuration file (file < --set < command line)."""
-    merged = dict(overrides or {})
-    merged.update(commandline or {})
-    cfg = resolve_config(cfgmod.read_toml(path), merged)
-    for key in commandline or {}:
-        cfg.sources[key] = "commandline"
-    return cfg
+    return cfgmod.load_layers(path, overrides, commandline, resolve_config)

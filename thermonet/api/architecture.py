@@ -180,4 +180,24 @@ class Architecture(abc.ABC):
                              "predict_proba()")
 
 
-__all__ = ["Architecture", "Potential", "UnitSymmetry", "as_theta", "mlp_unit_symmetries"]
+class FullyConnected(Architecture):
+    """An :class:`Architecture` of a fully connected network of layer ``widths`` (inputs
+    first) whose hidden units are ``hidden_activation`` (``"tanh"`` or ``"logistic"``): its
+    unit symmetries and parameter groups follow from them."""
+
+    widths: IntArray
+    hidden_activation: str
+
+    def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
+        """Permutations of every hidden layer; sign flips too for tanh units (an even prior
+        is assumed). A logistic unit's flip (sigma(-x) = 1 - sigma(x)) needs the next layer's
+        biases to shift, which can leave a box, so it is not counted."""
+        return mlp_unit_symmetries(self.widths, self.hidden_activation == "tanh")
+
+    def param_groups(self) -> dict[str, slice]:
+        """``layer{l}.weight`` and ``layer{l}.bias`` for l = 1..n_layers (1 = first hidden)."""
+        return mlp_param_groups(self.widths)
+
+
+__all__ = ["Architecture", "FullyConnected", "Potential", "UnitSymmetry", "as_theta",
+           "mlp_unit_symmetries"]

@@ -16,12 +16,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from thermonet.api import Architecture, NetworkSpec, Potential, as_theta
+from thermonet.api import NetworkSpec, Potential, as_theta
 from thermonet.api.architecture import (
-    UnitSymmetry,
+    FullyConnected,
     bound_data,
-    mlp_param_groups,
-    mlp_unit_symmetries,
 )
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import configure
@@ -340,7 +338,7 @@ class MLPPotential(Potential):
         return out.astype(np.float64)
 
 
-class MLP(Architecture):
+class MLP(FullyConnected):
     """Fully connected network: logistic hidden units, linear or logistic outputs, softmax.
 
     Parameters
@@ -414,16 +412,6 @@ class MLP(Architecture):
         if self.hidden_activation != "logistic":
             out["hidden_activation"] = self.hidden_activation
         return out
-
-    def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
-        """Permutations of every hidden layer; sign flips too for tanh units. A logistic
-        unit's flip (sigma(-x) = 1 - sigma(x)) needs the next layer's biases to shift, which
-        can leave the box, so it is not counted."""
-        return mlp_unit_symmetries(self.widths, self.hidden_activation == "tanh")
-
-    def param_groups(self) -> dict[str, slice]:
-        """``layer{l}.weight`` and ``layer{l}.bias`` for l = 1..n_layers (1 = first hidden)."""
-        return mlp_param_groups(self.widths)
 
     def potential(self, data: Any = None, **options: Any) -> MLPPotential:
         """Bind to a data set with ``.x`` and ``.y`` (or pass ``x=``, ``y=``)."""

@@ -26,12 +26,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from thermonet.api import Architecture
 from thermonet.api.architecture import (
-    UnitSymmetry,
+    FullyConnected,
     bound_data,
-    mlp_param_groups,
-    mlp_unit_symmetries,
 )
 from thermonet.api.hyper import GammaPrior, HyperGroup, HyperModel, TopLevel
 from thermonet.architectures.regression_potential import RegressionPotential
@@ -56,7 +53,7 @@ def _positive(name: str, v: Any) -> float:
     return float(v)
 
 
-class RegressionMLP(Architecture):
+class RegressionMLP(FullyConnected):
     """One or more hidden layers of tanh (or logistic) units, linear outputs, Gaussian noise.
 
     Parameters
@@ -324,15 +321,6 @@ class RegressionMLP(Architecture):
                 "ard_levels": self.ard_levels, "parameterisation": self.parameterisation,
                 "group_precisions": (None if self.group_precisions is None
                                      else self.group_precisions.tolist())}
-
-    def unit_symmetries(self) -> tuple[UnitSymmetry, ...]:
-        """Permutations of every hidden layer (each Gaussian prior group holds a whole layer,
-        or one input's weights to every unit with ARD); sign flips too for tanh units (the
-        priors are even)."""
-        return mlp_unit_symmetries(self.widths, self.hidden_activation == "tanh")
-
-    def param_groups(self) -> dict[str, slice]:
-        return mlp_param_groups(self.widths)
 
     def potential(self, data: Any = None, **options: Any) -> Any:
         """Bind to a data set with ``.x`` and real-valued ``.y`` (or ``x=``, ``y=``)."""

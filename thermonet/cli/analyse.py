@@ -91,16 +91,35 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     """
     from thermonet import parallel
     from thermonet.analysis import analyse as run_analyse
-    from thermonet.analysis.ideal_exchange import ideal_line
-    from thermonet.analysis.local_exploration import LocalExploration, exploration_line
-    from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
-    from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
-    from thermonet.errors import ConfigError
-    from thermonet.io.outputs import check_output
 
     job = parallel.world(executor)
     parallel.require_same_backend(job)
     run = Path(run_dir)
+    csv_path, pairs_path, h5_path = _output_paths(run, prefix)
+    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
+                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
+                    world=job)
+
+    def write() -> None:
+        a.to_csv(csv_path, pairs_path)
+        a.to_hdf5(h5_path)
+
+    job.on_root(write)     # under MPI rank 0 alone writes and prints
+    if not job.is_root:
+        return
+
+    if a.meta.get("task") == "regression":
+        _echo_regression(a, csv_path, pairs_path, h5_path)
+    else:
+        _echo_classification(a, csv_path, pairs_path, h5_path)
+
+
+def _output_paths(run: Path, prefix: str | None) -> tuple[Path, Path, Path]:
+    """PREFIX.csv, PREFIX_pairs.csv and PREFIX.h5, refused (one line) where they would
+    overwrite the run's own files or lie in no directory, checked writable."""
+    from thermonet.errors import ConfigError
+    from thermonet.io.outputs import check_output
+
     out = Path(prefix) if prefix is not None else run / "analysis"
     if (out.parent.resolve() == run.resolve() and out.name in _RUN_FILES) or \
             out.parent.resolve() == (run / "trace").resolve():
@@ -114,29 +133,36 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
     h5_path = out.with_name(out.name + ".h5")
     for path in (csv_path, pairs_path, h5_path):     # before the analysis (minutes)
         check_output(path)
-    a = run_analyse(run, discard=discard, test=not no_test, baseline=baseline_path,
-                    predictive=not no_predictive, workers=workers, mnist_dir=mnist_dir,
-                    world=job)
+    return csv_path, pairs_path, h5_path
 
-    def write() -> None:
-        a.to_csv(csv_path, pairs_path)
-        a.to_hdf5(h5_path)
 
-    job.on_root(write)     # under MPI rank 0 alone writes and prints
-    if not job.is_root:
-        return
-
-    m, t = a.meta, a.table
-    if m.get("task") == "regression":
-        _echo_regression(a, csv_path, pairs_path, h5_path)
-        return
+def _echo_run(m: dict[str, Any], cases: str) -> None:
+    """The run's first two lines: what was sampled on what, and how much of it is used."""
     arch = m["architecture"].get("name") if isinstance(m["architecture"], dict) else None
     click.echo(f"run        {m['run_dir']}  ({arch} on {m['data']}; "
-               f"{m['n_train']} training, {m['n_test']} test images"
-               f"{'' if not m['test_kind'] else ', ' + str(m['test_kind'])})")
+               f"{m['n_train']} training, {m['n_test']} {cases}")
     click.echo(f"iterations {m['iterations']}, used {m['iterations_used']} after discarding "
                f"{m['discarded_iterations']} ({m['discard']:g}); {m['n_samples']} stored "
                "samples per temperature")
+
+
+def _echo_end(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) -> None:
+    """The evidence, the verdict, the files written and the warnings (to stderr)."""
+    m = a.meta
+    if m.get("log_evidence"):
+        click.echo(f"evidence   {m['log_evidence']['text']}")
+    click.echo(f"verdict    {m['verdict']['text']}")
+    click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
+    for w in a.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+def _echo_classification(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) -> None:
+    """The summary of a classification run: the per-temperature table, the ladder's health,
+    the mixing, the reference lines and the verdict."""
+    m, t = a.meta, a.table
+    kind = "" if not m["test_kind"] else ", " + str(m["test_kind"])
+    _echo_run(m, f"test images{kind})")
     click.echo("per point: energies / N; errors in %; ± one standard error")
     click.echo(f"{'T':>9} {'acc':>5} {'dt':>9} {'E_train/N':>17} {'E_test/N':>17} "
                f"{'err_train':>10} {'err_test':>10} {'pred E/N':>9} {'pred err':>8} "
@@ -154,21 +180,41 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
             f"{_pm(t['heat_capacity'][k], t['heat_capacity_err'][k], 17)} "
             f"{_num(t['tau_train_energy'][k], 6, '.3g')} {int(t['n_samples'][k]):>4}")
     if len(a.temperatures) > 1:
-        _echo_swaps(a)
-        per = m["round_trips_per_replica"]
-        click.echo(f"round trips T_min -> T_max -> T_min: {m['round_trips']} "
-                   f"(per replica: {', '.join(str(v) for v in per)})")
-        click.echo(f"restarts T_max -> T_min: {m['restarts']} (per replica: "
-                   f"{', '.join(str(v) for v in m['restarts_per_replica'])})")
-        if m.get("ideal_passages"):
-            click.echo(ideal_line(m["restarts"], m["round_trips"], m["ideal_passages"]))
-        if m.get("replica_flow"):
-            click.echo(flow_line(ReplicaFlow.from_dict(m["replica_flow"]), a.temperatures))
-        if m.get("local_exploration"):
-            le = LocalExploration.from_dict(m["local_exploration"])
-            click.echo(exploration_line(le, a.temperatures))
-        click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
-                   f"{_pm(m['barrier'], m['barrier_err'], 0)}")
+        _echo_ladder(a)
+    _echo_mixing(a)
+    _echo_references(a)
+    _echo_end(a, csv_path, pairs_path, h5_path)
+
+
+def _echo_ladder(a: Any) -> None:
+    """Swaps, round trips, restarts, the replica flow and the communication barrier."""
+    from thermonet.analysis.ideal_exchange import ideal_line
+    from thermonet.analysis.local_exploration import LocalExploration, exploration_line
+    from thermonet.analysis.replica_flow import ReplicaFlow, flow_line
+
+    m = a.meta
+    _echo_swaps(a)
+    per = m["round_trips_per_replica"]
+    click.echo(f"round trips T_min -> T_max -> T_min: {m['round_trips']} "
+               f"(per replica: {', '.join(str(v) for v in per)})")
+    click.echo(f"restarts T_max -> T_min: {m['restarts']} (per replica: "
+               f"{', '.join(str(v) for v in m['restarts_per_replica'])})")
+    if m.get("ideal_passages"):
+        click.echo(ideal_line(m["restarts"], m["round_trips"], m["ideal_passages"]))
+    if m.get("replica_flow"):
+        click.echo(flow_line(ReplicaFlow.from_dict(m["replica_flow"]), a.temperatures))
+    if m.get("local_exploration"):
+        le = LocalExploration.from_dict(m["local_exploration"])
+        click.echo(exploration_line(le, a.temperatures))
+    click.echo(f"communication barrier Lambda = sum of swap rejection rates: "
+               f"{_pm(m['barrier'], m['barrier_err'], 0)}")
+
+
+def _echo_mixing(a: Any) -> None:
+    """Per temperature: acceptance (marked when frozen or timid), R-hat and ESS."""
+    from thermonet.analysis.mixing import ACCEPT_FROZEN, ACCEPT_TIMID
+
+    t = a.table
     click.echo("mixing per temperature (training energy; R-hat of this run's two halves):")
     click.echo(f"{'T':>9} {'accept':>12} {'R-hat':>6} {'ESS bulk':>9} {'ESS tail':>9} "
                f"{'ESS/h':>9} {'rho1(E)':>12}")
@@ -191,6 +237,11 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"{_num(t['ess_tail_train_energy'][k], 9, '.0f')} "
                    f"{_num(per_hour[k], 9, '.0f')} "
                    f"{_pm(rho1[k], rho1_err[k], 12, '.2f')}{mark}")
+
+
+def _echo_references(a: Any) -> None:
+    """The uninformed classifier, the baseline, the best temperatures and the stopping rule."""
+    m = a.meta
     r, b = a.references, a.best
     click.echo(f"uninformed classifier: E/N = ln {m['n_classes']} = "
                f"{r['uninformed_per_point']:.4f}, error {100 * r['uninformed_error']:.0f}%")
@@ -213,12 +264,6 @@ def analyse(run_dir: str, prefix: str | None, discard: float | None,
                    f"error {100 * b['stopping_test_error']:.2f}%"
                    + (f" (rise detected at T = {stop:.4g})" if math.isfinite(stop)
                       else " (no rise down to T_min)"))
-    if m.get("log_evidence"):
-        click.echo(f"evidence   {m['log_evidence']['text']}")
-    click.echo(f"verdict    {m['verdict']['text']}")
-    click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
-    for w in a.warnings:
-        click.echo(f"warning: {w}", err=True)
 
 
 def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) -> None:
@@ -226,12 +271,7 @@ def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) ->
     over the cases) instead of classification errors; no test energies (they need each
     sample's noise level)."""
     m, t = a.meta, a.table
-    arch = m["architecture"].get("name") if isinstance(m["architecture"], dict) else None
-    click.echo(f"run        {m['run_dir']}  ({arch} on {m['data']}; "
-               f"{m['n_train']} training, {m['n_test']} test cases; regression)")
-    click.echo(f"iterations {m['iterations']}, used {m['iterations_used']} after discarding "
-               f"{m['discarded_iterations']} ({m['discard']:g}); {m['n_samples']} stored "
-               "samples per temperature")
+    _echo_run(m, "test cases; regression)")
     click.echo("squared errors summed over the outputs, mean over cases; ± one standard error; "
                "pred: of the averaged outputs")
     click.echo(f"{'T':>9} {'acc':>5} {'dt':>9} {'E_train':>17} {'sqerr_train':>17} "
@@ -261,9 +301,4 @@ def _echo_regression(a: Any, csv_path: Path, pairs_path: Path, h5_path: Path) ->
     if math.isfinite(b["min_test_error_temperature"]):
         click.echo(f"minimum test squared error {b['min_test_error']:.5g} at T = "
                    f"{b['min_test_error_temperature']:.4g}")
-    if m.get("log_evidence"):
-        click.echo(f"evidence   {m['log_evidence']['text']}")
-    click.echo(f"verdict    {m['verdict']['text']}")
-    click.echo(f"wrote      {csv_path}, {pairs_path}, {h5_path}")
-    for w in a.warnings:
-        click.echo(f"warning: {w}", err=True)
+    _echo_end(a, csv_path, pairs_path, h5_path)

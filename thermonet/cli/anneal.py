@@ -11,8 +11,7 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import in_range, is_quiet, stoppable
-from thermonet.ranges import NON_NEGATIVE_INT
+from thermonet.cli.options import is_quiet, seed_override, stoppable
 
 
 def _kept(params: dict[str, Any]) -> str:
@@ -48,8 +47,7 @@ def _sq(v: Any) -> str:
               help="Output directory [default: runs/<config name>].")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set anneal.patience=4 (repeatable).")
-@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT),
-              default=None, help="Override run.seed.")
+@seed_override
 @click.option("--resume", is_flag=True,
               help="Continue the anneal in --out from its last completed temperature.")
 @click.option("--overwrite", is_flag=True, help="Discard an anneal already in --out.")

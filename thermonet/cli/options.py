@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
+from thermonet.ranges import NON_NEGATIVE_INT
+
 log = logging.getLogger("thermonet.run")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,6 +71,11 @@ def in_range(rng: Any) -> Callable[[click.Context, click.Parameter, Any], Any]:
 
     callback.range = rng  # type: ignore[attr-defined]  # for tests and docs: the bound
     return callback
+
+
+#: ``--seed``: a configuration's ``run.seed`` overridden (``run`` and ``anneal``)
+seed_override = click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT),
+                             default=None, help="Override run.seed.")
 
 
 def is_quiet(ctx: click.Context, quiet: bool = False) -> bool:
@@ -187,4 +194,4 @@ class ProgressLine:
 
 
 __all__ = ["ProgressLine", "RunProgress", "clock", "in_range", "is_quiet", "quiet_terminal",
-           "stoppable"]
+           "seed_override", "stoppable"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from thermonet.cli.options import RunProgress, in_range, quiet_terminal
-from thermonet.ranges import COUNT, NON_NEGATIVE_INT
+from thermonet.cli.options import RunProgress, in_range, quiet_terminal, seed_override
+from thermonet.ranges import COUNT
 
 
 @click.command(short_help="Run a configuration (minimise, sample, replica exchange).")
@@ -19,8 +19,7 @@ from thermonet.ranges import COUNT, NON_NEGATIVE_INT
               help="Override a config value, e.g. --set ladder.t_max=10 (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Run directory [default: runs/<config name>].")
-@click.option("--seed", type=int, callback=in_range(NON_NEGATIVE_INT),
-              default=None, help="Override run.seed.")
+@seed_override
 @click.option("--overwrite", is_flag=True,
               help="Discard a run already in --out (only thermonet's own files).")
 @click.option("--quiet", is_flag=True, help="No progress output.")

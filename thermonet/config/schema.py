@@ -16,7 +16,7 @@ import dataclasses
 import difflib
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -339,6 +339,20 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None,
         table[parts[-1]] = value
         given_sources[dotted] = source
     return doc, given_sources
+
+
+def load_layers(path: str | Path, overrides: Mapping[str, Any] | None,
+                commandline: Mapping[str, Any] | None,
+                resolve: Callable[[Mapping[str, Any], Mapping[str, Any]], ResolvedConfig]
+                ) -> ResolvedConfig:
+    """``resolve`` of the file at ``path`` with ``overrides`` (``--set``) and then the
+    ``commandline`` options applied on top, the latter's keys marked ``"commandline"``."""
+    merged = dict(overrides or {})
+    merged.update(commandline or {})
+    cfg = resolve(read_toml(path), merged)
+    for key in commandline or {}:
+        cfg.sources[key] = "commandline"
+    return cfg
 
 
 

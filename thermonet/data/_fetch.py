@@ -71,6 +71,52 @@ def _download(url: str, out: pathlib.Path, limit: int, timeout: float) -> None:
             fh.write(chunk)
 
 
+def _try_mirror(url: str, tmp: pathlib.Path, final: pathlib.Path, spec: MnistFile,
+                timeout: float) -> str | None:
+    """Download ``url`` into ``tmp`` and, verified, rename it to ``final``: None, or why not."""
+    import urllib.error
+
+    try:
+        logger.info("downloading %s", url)
+        _download(url, tmp, limit=spec.nbytes + (1 << 20), timeout=timeout)
+        sha, size = uncompressed_sha256(tmp)
+        if sha != spec.sha256:
+            return (f"{url}: wrong SHA-256 {sha[:16]}... of {size:,} "
+                    f"uncompressed bytes (expected {spec.sha256[:16]}...)")
+        os.replace(tmp, final)
+        return None
+    except urllib.error.HTTPError as err:
+        err.close()
+        return f"{url}: HTTP {err.code} {err.reason}"
+    except urllib.error.URLError as err:
+        return f"{url}: {err.reason}"
+    except DataError as err:
+        return f"{url}: {err}"
+    except OSError as err:
+        return f"{url}: {type(err).__name__}: {err}"
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fetch_file(dest: pathlib.Path, spec: MnistFile, mirrors: Sequence[str],
+                timeout: float) -> pathlib.Path:
+    """``spec``'s file from the first mirror that serves it intact (one line naming each
+    mirror's failure if none does)."""
+    final = dest / (spec.filename + ".gz")
+    failures: list[str] = []
+    for mirror in mirrors:
+        url = mirror.rstrip("/") + "/" + spec.filename + ".gz"
+        failure = _try_mirror(url, new_temp_file(dest, f".{final.name}.", ".part"), final, spec,
+                              timeout)
+        if failure is None:
+            return final
+        failures.append(failure)
+    raise DataError(f"could not download {spec.filename}.gz from any mirror: "
+                    + "; ".join(failures)
+                    + f". Check the network, or copy the four MNIST .gz files into {dest} "
+                      "by hand (any MNIST mirror; they are verified by SHA-256)")
+
+
 def fetch_mnist(dest: PathLike, *, mirrors: Sequence[str] = DEFAULT_MIRRORS,
                 timeout: float = 30) -> dict[str, pathlib.Path]:
     """Download the four gzip-compressed MNIST files into ``dest``, verified.
@@ -100,8 +146,6 @@ def fetch_mnist(dest: PathLike, *, mirrors: Sequence[str] = DEFAULT_MIRRORS,
     DataError
         A file could not be obtained from any mirror; the message lists each mirror's failure.
     """
-    import urllib.error
-
     dest = pathlib.Path(dest).expanduser()
     try:
         dest.mkdir(parents=True, exist_ok=True)
@@ -119,36 +163,5 @@ def fetch_mnist(dest: PathLike, *, mirrors: Sequence[str] = DEFAULT_MIRRORS,
             logger.info("%s is already present and verified", existing)
             out[key] = existing
             continue
-        final = dest / (spec.filename + ".gz")
-        failures: list[str] = []
-        for mirror in mirrors:
-            url = mirror.rstrip("/") + "/" + spec.filename + ".gz"
-            tmp = new_temp_file(dest, f".{final.name}.", ".part")
-            try:
-                logger.info("downloading %s", url)
-                _download(url, tmp, limit=spec.nbytes + (1 << 20), timeout=timeout)
-                sha, size = uncompressed_sha256(tmp)
-                if sha != spec.sha256:
-                    failures.append(f"{url}: wrong SHA-256 {sha[:16]}... of {size:,} "
-                                    f"uncompressed bytes (expected {spec.sha256[:16]}...)")
-                    continue
-                os.replace(tmp, final)
-                out[key] = final
-                break
-            except urllib.error.HTTPError as err:
-                err.close()
-                failures.append(f"{url}: HTTP {err.code} {err.reason}")
-            except urllib.error.URLError as err:
-                failures.append(f"{url}: {err.reason}")
-            except DataError as err:
-                failures.append(f"{url}: {err}")
-            except OSError as err:
-                failures.append(f"{url}: {type(err).__name__}: {err}")
-            finally:
-                tmp.unlink(missing_ok=True)
-        else:
-            raise DataError(f"could not download {spec.filename}.gz from any mirror: "
-                            + "; ".join(failures)
-                            + f". Check the network, or copy the four MNIST .gz files into {dest} "
-                              "by hand (any MNIST mirror; they are verified by SHA-256)")
+        out[key] = _fetch_file(dest, spec, mirrors, timeout)
     return out

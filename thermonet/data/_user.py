@@ -262,6 +262,31 @@ def _dataset(name: str, x: np.ndarray, y: np.ndarray, rows: np.ndarray, prov: di
     return Dataset(name, x, y, rows, prov)
 
 
+def _test_cases(p: pathlib.Path, cols: Mapping[str, np.ndarray], n: int, split_column: str,
+                test_fraction: float, seed: int) -> tuple[np.ndarray, str]:
+    """Which of the file's ``n`` cases are test cases (``split_column``'s 1s, else
+    ``round(test_fraction * n)`` drawn from ``seed``), and how they were chosen."""
+    if split_column:
+        flag = select(cols, [split_column], "split_column", p)[:, 0]
+        if not np.all((flag == 0) | (flag == 1)):
+            raise DataError(f"data file {p}: split column {split_column!r} holds "
+                            f"{sorted(set(flag.tolist()))[:5]}; expected 0 (training) or 1 "
+                            "(test) in every row")
+        is_test = flag == 1
+        split_how = f"column {split_column!r}"
+    else:
+        n_test = round(test_fraction * n)
+        if not 0 < n_test < n:
+            raise DataError(f"data file {p}: data.test_fraction = {test_fraction} of {n} "
+                            f"cases leaves {n_test} test and {n - n_test} training cases; "
+                            "expected at least one of each (or give data.test_path)")
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=SPLIT_SPAWN_KEY))
+        is_test = np.zeros(n, dtype=bool)
+        is_test[rng.choice(n, size=n_test, replace=False)] = True
+        split_how = f"{n_test} of {n} cases drawn from seed {seed}"
+    return is_test, split_how
+
+
 def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
                     inputs: Sequence[str] = (), test_path: str | pathlib.Path = "",
                     split_column: str = "", test_fraction: float = 0.2,
@@ -314,25 +339,7 @@ def load_file_split(path: str | pathlib.Path, *, outputs: Sequence[str],
         tr_rows, te_rows = np.arange(len(x)), np.arange(len(x_te))
         split_how = f"test file {tp}"
     else:
-        n = len(x)
-        if split_column:
-            flag = select(cols, [split_column], "split_column", p)[:, 0]
-            if not np.all((flag == 0) | (flag == 1)):
-                raise DataError(f"data file {p}: split column {split_column!r} holds "
-                                f"{sorted(set(flag.tolist()))[:5]}; expected 0 (training) or 1 "
-                                "(test) in every row")
-            is_test = flag == 1
-            split_how = f"column {split_column!r}"
-        else:
-            n_test = round(test_fraction * n)
-            if not 0 < n_test < n:
-                raise DataError(f"data file {p}: data.test_fraction = {test_fraction} of {n} "
-                                f"cases leaves {n_test} test and {n - n_test} training cases; "
-                                "expected at least one of each (or give data.test_path)")
-            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=SPLIT_SPAWN_KEY))
-            is_test = np.zeros(n, dtype=bool)
-            is_test[rng.choice(n, size=n_test, replace=False)] = True
-            split_how = f"{n_test} of {n} cases drawn from seed {seed}"
+        is_test, split_how = _test_cases(p, cols, len(x), split_column, test_fraction, seed)
         tr_rows, te_rows = np.flatnonzero(~is_test), np.flatnonzero(is_test)
         if not (tr_rows.size and te_rows.size):
             raise DataError(f"data file {p}: the split ({split_how}) leaves {tr_rows.size} "

@@ -331,12 +331,7 @@ def ti_config(cfg: cfgmod.ResolvedConfig, **changes: Any) -> Any:
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None,
          commandline: Mapping[str, Any] | None = None) -> cfgmod.ResolvedConfig:
     """Read, merge (file < --set < command-line options) and validate an evidence config."""
-    merged = dict(overrides or {})
-    merged.update(commandline or {})
-    cfg = resolve(cfgmod.read_toml(path), merged)
-    for key in commandline or {}:
-        cfg.sources[key] = "commandline"
-    return cfg
+    return cfgmod.load_layers(path, overrides, commandline, resolve)
 
 
 def reference_table() -> list[tuple[str, str, str, str]]:

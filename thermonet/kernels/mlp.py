@@ -265,6 +265,50 @@ def _bias_out(out, acc, kick):
 
 
 @kernel
+def _logistic_delta(logits, delta):
+    """``delta`` (by the outputs) times the logistic outputs' derivative ``a (1 - a)``."""
+    for r in range(logits.shape[0]):
+        for c in range(logits.shape[1]):
+            a = logits[r, c]
+            delta[r, c] *= a * (ONE_F - a)
+
+
+@kernel
+def _column_sums(delta, gb):
+    """``gb`` = the column sums of ``delta``, rows in ascending order."""
+    for c in range(delta.shape[1]):
+        gb[c] = 0.0
+    for r in range(delta.shape[0]):
+        for c in range(delta.shape[1]):
+            gb[c] += delta[r, c]
+
+
+@kernel
+def _hidden_delta(a_prev, da, gb, out_act):
+    """``da`` times the hidden non-linearity's derivative at ``a_prev``, in place; ``gb`` =
+    its column sums (the layer's bias gradient). ONE_F, not 1.0: a float64 literal would
+    promote the float32 kernels' loop to float64 (half the vector lanes); float64 arrays
+    promote ONE_F exactly."""
+    rows, n_in = da.shape
+    for c in range(n_in):
+        gb[c] = 0.0
+    if out_act & HIDDEN_TANH:
+        for r in range(rows):
+            for c in range(n_in):
+                a = a_prev[r, c]
+                v = da[r, c] * (ONE_F - a * a)
+                da[r, c] = v
+                gb[c] += v
+    else:
+        for r in range(rows):
+            for c in range(n_in):
+                a = a_prev[r, c]
+                v = da[r, c] * (a * (ONE_F - a))
+                da[r, c] = v
+                gb[c] += v
+
+
+@kernel
 def block_loss_and_grad(theta, net, work, grad, kicking, kick):
     """Energy of one block (``net``'s ``x`` and ``y`` are the block's rows; its ``block`` is
     unused) and its gradient written (not added) to ``grad``, with ``kicking`` false (``kick``
@@ -286,31 +330,20 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
     n_layers = widths.shape[0] - 1
     out_off = forward(theta, widths, out_act, xb, work)
     n_cls = widths[n_layers]
-    widest = 0
-    total = 0
-    for layer in range(1, n_layers + 1):
-        widest = max(widest, widths[layer])
-        total += widths[layer]
-    d_off = rows * total
+    widest = _widest(widths)
+    d_off = rows * (_act_width(widths) - 2 * widest)      # past every layer's activations
     logits = work[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
     delta = work[d_off:d_off + rows * n_cls].reshape((rows, n_cls))
     e = _block_energy_and_delta(logits, yb, delta)
     if (out_act & OUTPUT_MASK) == LOGISTIC:
-        for r in range(rows):
-            for c in range(n_cls):
-                a = logits[r, c]
-                delta[r, c] *= a * (ONE_F - a)
+        _logistic_delta(logits, delta)
     # Backward, from the output layer down. ``cur`` and ``nxt`` alternate between the two
     # delta buffers at the end of ``work``. Each layer's bias gradient (the column sums of its
     # delta, rows in ascending order) is accumulated in the same pass that forms that delta.
     p_end = theta.shape[0]
     acc_off = rows * _act_width(widths) + _wt_size(widths)
     gb = work[acc_off:acc_off + n_cls] if kicking else grad[p_end - n_cls:p_end]
-    for c in range(n_cls):
-        gb[c] = 0.0
-    for r in range(rows):
-        for c in range(n_cls):
-            gb[c] += delta[r, c]
+    _column_sums(delta, gb)
     if kicking:
         _bias_out(grad[p_end - n_cls:p_end], gb, kick)
     a_off = out_off
@@ -339,25 +372,7 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
             gemm(False, False, dz, w, da)
             # the bias gradient of the layer below
             gb = work[acc_off:acc_off + n_in] if kicking else grad[p_off - n_in:p_off]
-            for c in range(n_in):
-                gb[c] = 0.0
-            # ONE_F, not 1.0: a float64 literal would promote the float32 kernels' loop to
-            # float64 (half the vector lanes, two conversions per element); float64 arrays
-            # promote ONE_F exactly, so their results are unchanged
-            if out_act & HIDDEN_TANH:
-                for r in range(rows):
-                    for c in range(n_in):
-                        a = a_prev[r, c]
-                        v = da[r, c] * (ONE_F - a * a)
-                        da[r, c] = v
-                        gb[c] += v
-            else:
-                for r in range(rows):
-                    for c in range(n_in):
-                        a = a_prev[r, c]
-                        v = da[r, c] * (a * (ONE_F - a))
-                        da[r, c] = v
-                        gb[c] += v
+            _hidden_delta(a_prev, da, gb, out_act)
             if kicking:
                 _bias_out(grad[p_off - n_in:p_off], gb, kick)
             cur, nxt = nxt, cur

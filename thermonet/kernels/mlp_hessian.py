@@ -48,26 +48,45 @@ def _count_nonzero(v, stop):
 
 
 @kernel
-def _rop_direction(theta, block_net, base, v, out, scratch):
-    """Add ``H_block @ v`` (the Hessian of one data block's energy along ``v``) to ``out``.
+def _rz_direct(xb, acts, prev_off, vw_flat, rz, layer, n_in):
+    """``rz`` = ``a_{l-1} V_l^T`` (``x`` for the first layer), ``V_l`` = ``vw_flat`` as
+    ``(n_out, n_in)``."""
+    rows, n_out = rz.shape
+    vw = vw_flat.reshape((n_out, n_in))
+    nnz = _count_nonzero(vw_flat, n_out + 1)
+    if nnz == 0:
+        rz[:, :] = 0.0
+    elif nnz <= n_out:
+        # a sparse direction (a basis vector when the dense Hessian is assembled): add
+        # the few columns a_prev[:, i] * v_oi instead of a full product
+        rz[:, :] = 0.0
+        for idx in range(n_out * n_in):
+            vv = vw_flat[idx]
+            if vv != 0.0:
+                o = idx // n_in
+                i = idx - o * n_in
+                if layer == 0:
+                    for r in range(rows):
+                        rz[r, o] += xb[r, i] * vv
+                else:
+                    for r in range(rows):
+                        rz[r, o] += acts[prev_off + r * n_in + i] * vv
+    elif layer == 0:
+        np.dot(xb, vw.T, rz)
+    else:
+        a_prev = acts[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
+        np.dot(a_prev, vw.T, rz)
 
-    ``block_net`` is ``(widths, out_act, xb, yb)``, ``base`` the base pass's ``(acts, gz, ga,
-    ds)`` (:func:`_base_pass`) and ``scratch`` ``(ra, rgz, rgz2)``. ``acts`` holds the
-    activations ``a_l`` (l = 1..L, row-major ``(rows, n_l)``, concatenated), ``gz`` the base
-    back-propagated ``dE/dz_l``, ``ga`` the base ``dE/da_l`` (hidden layers), ``ds``
-    ``dE/ds`` of the outputs ``s`` (the logits); ``yb`` (the block's targets) selects the data
-    term. ``ra`` (same layout as ``acts``) receives ``R{a_l}``; ``rgz``/``rgz2`` are
-    scratch of ``rows * max width`` entries.
-    """
-    widths, out_act, xb, yb = block_net
-    acts, gz, ga, ds = base
-    ra, rgz, rgz2 = scratch
-    rows = xb.shape[0]
-    n_layers = widths.shape[0] - 1
-    n_cls = widths[n_layers]
+
+@kernel
+def _r_forward(theta, block_net, v, acts, ra, rgz):
+    """The forward R pass, ``R{z_l} = R{a_{l-1}} W_l^T + a_{l-1} V_l^T + R{b_l}``, through
+    each non-linearity into ``ra``; returns the offset of the outputs' ``R{s}``."""
+    widths, out_act, xb, _ = block_net
     tanh = (out_act & k.HIDDEN_TANH) != 0
     logistic_out = (out_act & k.OUTPUT_MASK) == k.LOGISTIC
-    # ---- forward R pass: R{z_l} = R{a_{l-1}} W_l^T + a_{l-1} V_l^T + R{b_l}
+    rows = xb.shape[0]
+    n_layers = widths.shape[0] - 1
     p_off = 0
     a_off = 0
     prev_off = -1
@@ -75,33 +94,9 @@ def _rop_direction(theta, block_net, base, v, out, scratch):
         n_in = widths[layer]
         n_out = widths[layer + 1]
         w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
-        vw_flat = v[p_off:p_off + n_out * n_in]
-        vw = vw_flat.reshape((n_out, n_in))
         vb = v[p_off + n_out * n_in:p_off + n_out * n_in + n_out]
         rz = ra[a_off:a_off + rows * n_out].reshape((rows, n_out))
-        nnz = _count_nonzero(vw_flat, n_out + 1)
-        if nnz == 0:
-            rz[:, :] = 0.0
-        elif nnz <= n_out:
-            # a sparse direction (a basis vector when the dense Hessian is assembled): add
-            # the few columns a_prev[:, i] * v_oi instead of a full product
-            rz[:, :] = 0.0
-            for idx in range(n_out * n_in):
-                vv = vw_flat[idx]
-                if vv != 0.0:
-                    o = idx // n_in
-                    i = idx - o * n_in
-                    if layer == 0:
-                        for r in range(rows):
-                            rz[r, o] += xb[r, i] * vv
-                    else:
-                        for r in range(rows):
-                            rz[r, o] += acts[prev_off + r * n_in + i] * vv
-        elif layer == 0:
-            np.dot(xb, vw.T, rz)
-        else:
-            a_prev = acts[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            np.dot(a_prev, vw.T, rz)
+        _rz_direct(xb, acts, prev_off, v[p_off:p_off + n_out * n_in], rz, layer, n_in)
         if layer > 0:
             ra_prev = ra[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             tmp = rgz[:rows * n_out].reshape((rows, n_out))
@@ -125,18 +120,37 @@ def _rop_direction(theta, block_net, base, v, out, scratch):
         p_off += n_out * n_in + n_out
         prev_off = a_off
         a_off += rows * n_out
-    out_off = prev_off
-    # ---- R{dE/ds} = L R{s} (the data term's curvature), then through a logistic output if any
-    s = acts[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
-    rs = ra[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
-    cur = rgz[:rows * n_cls].reshape((rows, n_cls))
-    data_term_curvature(s, yb, rs, cur)
-    if logistic_out:
+    return prev_off
+
+
+@kernel
+def _r_hidden(nxt, a_prev, gal, ra_prev, tanh):
+    """``R{g_z'} = R{g_a} phi' + g_a (phi''/phi') R{a}`` in place of ``R{g_a}`` (``nxt``)."""
+    rows, n_in = nxt.shape
+    if tanh:
         for r in range(rows):
-            for c in range(n_cls):
-                sv = s[r, c]
-                cur[r, c] = cur[r, c] * sv * (1.0 - sv) + ds[r, c] * (1.0 - 2.0 * sv) * rs[r, c]
-    # ---- backward R pass
+            for c in range(n_in):
+                a = a_prev[r, c]
+                nxt[r, c] = nxt[r, c] * (1.0 - a * a) - gal[r, c] * (2.0 * a) * \
+                    ra_prev[r, c]
+    else:
+        for r in range(rows):
+            for c in range(n_in):
+                a = a_prev[r, c]
+                nxt[r, c] = nxt[r, c] * a * (1.0 - a) + gal[r, c] * (1.0 - 2.0 * a) * \
+                    ra_prev[r, c]
+
+
+@kernel
+def _r_backward(theta, block_net, v, out, base, scratch, out_off):
+    """The backward R pass from the outputs' ``R{dE/dz}`` (in ``rgz``), adding each layer's
+    ``R{dE/dW_l}`` and ``R{dE/db_l}`` to ``out``."""
+    widths, out_act, xb, _ = block_net
+    tanh = (out_act & k.HIDDEN_TANH) != 0
+    acts, gz, ga, _ = base
+    ra, rgz, rgz2 = scratch
+    rows = xb.shape[0]
+    n_layers = widths.shape[0] - 1
     p_end = theta.shape[0]
     a_off = out_off
     g_end = gz.shape[0]
@@ -166,29 +180,50 @@ def _rop_direction(theta, block_net, base, v, out, scratch):
             w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
             vw = v[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
             nxt = (rgz2 if use_a else rgz)[:rows * n_in].reshape((rows, n_in))
-            # R{g_a} = R{g_z} W + g_z V;  R{g_z'} = R{g_a} phi' + g_a (phi''/phi') R{a}
+            # R{g_a} = R{g_z} W + g_z V
             np.dot(rg, w, nxt)
             if _any_nonzero(v[p_off:p_off + n_out * n_in]):
                 nxt += np.dot(gzl, vw)
             ga_off = ga_end - rows * n_in
             gal = ga[ga_off:ga_off + rows * n_in].reshape((rows, n_in))
-            if tanh:
-                for r in range(rows):
-                    for c in range(n_in):
-                        a = a_prev[r, c]
-                        nxt[r, c] = nxt[r, c] * (1.0 - a * a) - gal[r, c] * (2.0 * a) * \
-                            ra_prev[r, c]
-            else:
-                for r in range(rows):
-                    for c in range(n_in):
-                        a = a_prev[r, c]
-                        nxt[r, c] = nxt[r, c] * a * (1.0 - a) + gal[r, c] * (1.0 - 2.0 * a) * \
-                            ra_prev[r, c]
+            _r_hidden(nxt, a_prev, gal, ra_prev, tanh)
             use_a = not use_a
             a_off = prev_off
             ga_end = ga_off
         p_end = p_off
         g_end = g_off
+
+
+@kernel
+def _rop_direction(theta, block_net, base, v, out, scratch):
+    """Add ``H_block @ v`` (the Hessian of one data block's energy along ``v``) to ``out``.
+
+    ``block_net`` is ``(widths, out_act, xb, yb)``, ``base`` the base pass's ``(acts, gz, ga,
+    ds)`` (:func:`_base_pass`) and ``scratch`` ``(ra, rgz, rgz2)``. ``acts`` holds the
+    activations ``a_l`` (l = 1..L, row-major ``(rows, n_l)``, concatenated), ``gz`` the base
+    back-propagated ``dE/dz_l``, ``ga`` the base ``dE/da_l`` (hidden layers), ``ds``
+    ``dE/ds`` of the outputs ``s`` (the logits); ``yb`` (the block's targets) selects the data
+    term. ``ra`` (same layout as ``acts``) receives ``R{a_l}``; ``rgz``/``rgz2`` are
+    scratch of ``rows * max width`` entries.
+    """
+    widths, out_act, xb, yb = block_net
+    acts, _, _, ds = base
+    ra, rgz, _ = scratch
+    rows = xb.shape[0]
+    n_cls = widths[widths.shape[0] - 1]
+    logistic_out = (out_act & k.OUTPUT_MASK) == k.LOGISTIC
+    out_off = _r_forward(theta, block_net, v, acts, ra, rgz)
+    # ---- R{dE/ds} = L R{s} (the data term's curvature), then through a logistic output if any
+    s = acts[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
+    rs = ra[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
+    cur = rgz[:rows * n_cls].reshape((rows, n_cls))
+    data_term_curvature(s, yb, rs, cur)
+    if logistic_out:
+        for r in range(rows):
+            for c in range(n_cls):
+                sv = s[r, c]
+                cur[r, c] = cur[r, c] * sv * (1.0 - sv) + ds[r, c] * (1.0 - 2.0 * sv) * rs[r, c]
+    _r_backward(theta, block_net, v, out, base, scratch, out_off)
 
 
 @kernel

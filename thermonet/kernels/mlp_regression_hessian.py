@@ -64,6 +64,91 @@ def _hidden(theta, n_in, n_hidden, tanh, xr, a, d1, d2):
 
 
 @kernel
+def _row_loss(theta, shape, a, trow, f, p, r, energy):
+    """One case's outputs ``f`` from its hidden activations ``a``, their residuals ``r``
+    (``p``: the softmax probabilities), and ``energy`` plus the case's data term."""
+    ni, nh, no, _, softmax = shape
+    o_w2 = nh * ni + nh
+    o_b2 = o_w2 + no * nh
+    for k in range(no):
+        acc = theta[o_b2 + k]
+        for h in range(nh):
+            acc += theta[o_w2 + k * nh + h] * a[h]
+        f[k] = acc
+    if softmax:
+        m = f[0]
+        for k in range(1, no):
+            m = max(m, f[k])
+        tot = 0.0
+        for k in range(no):
+            p[k] = math.exp(f[k] - m)
+            tot += p[k]
+        energy += m + math.log(tot)
+        for k in range(no):
+            p[k] /= tot
+            r[k] = p[k] - trow[k]
+            energy -= trow[k] * f[k]
+    else:
+        for k in range(no):
+            r[k] = f[k] - trow[k]
+            energy += 0.5 * r[k] * r[k]
+    return energy
+
+
+@kernel
+def _row_jacobian(theta, shape, xt, a, d1, p, jac, lj):
+    """One case's Jacobian rows (``jac``, k = 0..K-1) and ``L J`` (``lj``)."""
+    ni, nh, no, _, softmax = shape
+    d = n_params(ni, nh, no)
+    o_b1 = nh * ni
+    o_w2 = o_b1 + nh
+    o_b2 = o_w2 + no * nh
+    for k in range(no):
+        jr = jac[k]
+        for h in range(nh):
+            g = theta[o_w2 + k * nh + h] * d1[h]
+            for i in range(ni):
+                jr[h * ni + i] = g * xt[i]
+            jr[o_b1 + h] = g
+            jr[o_w2 + k * nh + h] = a[h]
+        jr[o_b2 + k] = 1.0
+    # L J: identity for squared error, (diag(p) - p p^T) J for the softmax
+    for k in range(no):
+        lj[k, :] = jac[k, :]
+    if softmax:
+        for col in range(d):
+            pj = 0.0
+            for k in range(no):
+                pj += p[k] * jac[k, col]
+            for k in range(no):
+                lj[k, col] = p[k] * (jac[k, col] - pj)
+
+
+@kernel
+def _row_residual(theta, shape, xt, d1, d2, r, s, out):
+    """Add one case's residual term ``sum_k r_k d^2 f_k`` to ``out``."""
+    ni, nh, no, _, _ = shape
+    o_b1 = nh * ni
+    o_w2 = o_b1 + nh
+    for h in range(nh):
+        acc = 0.0
+        for k in range(no):
+            acc += r[k] * theta[o_w2 + k * nh + h]
+        s[h] = acc * d2[h]
+    for h in range(nh):
+        for i in range(ni + 1):
+            pi = h * ni + i if i < ni else o_b1 + h
+            ci = s[h] * xt[i]
+            for j in range(ni + 1):
+                pj_ = h * ni + j if j < ni else o_b1 + h
+                out[pi, pj_] += ci * xt[j]
+            for k in range(no):
+                v = r[k] * d1[h] * xt[i]
+                out[pi, o_w2 + k * nh + h] += v
+                out[o_w2 + k * nh + h, pi] += v
+
+
+@kernel
 def hessian(theta, shape, x, t, scale, prec, out):
     """Write ``scale * nabla nabla E + diag(prec)`` to ``out`` (d x d) and return ``E``.
 
@@ -72,11 +157,8 @@ def hessian(theta, shape, x, t, scale, prec, out):
     (N, K) float targets (one-hot rows when ``softmax``). A non-finite network gives a
     non-finite Hessian and energy, not an error.
     """
-    ni, nh, no, tanh, softmax = shape
+    ni, nh, no, tanh, _ = shape
     d = n_params(ni, nh, no)
-    o_b1 = nh * ni
-    o_w2 = o_b1 + nh
-    o_b2 = o_w2 + no * nh
     n = x.shape[0]
     out[:, :] = 0.0
     jac = np.zeros((CHUNK * no, d))
@@ -98,65 +180,10 @@ def hessian(theta, shape, x, t, scale, prec, out):
                 xt[i] = x[row, i]
             xt[ni] = 1.0
             _hidden(theta, ni, nh, tanh, xt, a, d1, d2)
-            for k in range(no):
-                acc = theta[o_b2 + k]
-                for h in range(nh):
-                    acc += theta[o_w2 + k * nh + h] * a[h]
-                f[k] = acc
-            if softmax:
-                m = f[0]
-                for k in range(1, no):
-                    m = max(m, f[k])
-                tot = 0.0
-                for k in range(no):
-                    p[k] = math.exp(f[k] - m)
-                    tot += p[k]
-                energy += m + math.log(tot)
-                for k in range(no):
-                    p[k] /= tot
-                    r[k] = p[k] - t[row, k]
-                    energy -= t[row, k] * f[k]
-            else:
-                for k in range(no):
-                    r[k] = f[k] - t[row, k]
-                    energy += 0.5 * r[k] * r[k]
-            # the Jacobian rows of this case (k = 0..K-1)
-            for k in range(no):
-                jr = jac[q * no + k]
-                for h in range(nh):
-                    g = theta[o_w2 + k * nh + h] * d1[h]
-                    for i in range(ni):
-                        jr[h * ni + i] = g * xt[i]
-                    jr[o_b1 + h] = g
-                    jr[o_w2 + k * nh + h] = a[h]
-                jr[o_b2 + k] = 1.0
-            # L J: identity for squared error, (diag(p) - p p^T) J for the softmax
-            for k in range(no):
-                lj[q * no + k, :] = jac[q * no + k, :]
-            if softmax:
-                for col in range(d):
-                    pj = 0.0
-                    for k in range(no):
-                        pj += p[k] * jac[q * no + k, col]
-                    for k in range(no):
-                        lj[q * no + k, col] = p[k] * (jac[q * no + k, col] - pj)
-            # the residual term: sum_k r_k d^2 f_k
-            for h in range(nh):
-                acc = 0.0
-                for k in range(no):
-                    acc += r[k] * theta[o_w2 + k * nh + h]
-                s[h] = acc * d2[h]
-            for h in range(nh):
-                for i in range(ni + 1):
-                    pi = h * ni + i if i < ni else o_b1 + h
-                    ci = s[h] * xt[i]
-                    for j in range(ni + 1):
-                        pj_ = h * ni + j if j < ni else o_b1 + h
-                        out[pi, pj_] += ci * xt[j]
-                    for k in range(no):
-                        v = r[k] * d1[h] * xt[i]
-                        out[pi, o_w2 + k * nh + h] += v
-                        out[o_w2 + k * nh + h, pi] += v
+            energy = _row_loss(theta, shape, a, t[row], f, p, r, energy)
+            _row_jacobian(theta, shape, xt, a, d1, p, jac[q * no:(q + 1) * no],
+                          lj[q * no:(q + 1) * no])
+            _row_residual(theta, shape, xt, d1, d2, r, s, out)
         if rows < CHUNK:
             jac[rows * no:, :] = 0.0
             lj[rows * no:, :] = 0.0

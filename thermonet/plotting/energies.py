@@ -26,6 +26,7 @@ from thermonet.plotting.runs import (
     figure_title,
     run_info,
     run_labels,
+    training_analyses,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -218,10 +219,7 @@ def plot_size(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     -------
     Figure
     """
-    dirs = as_run_list(run_dirs)
-    infos = [run_info(d) for d in dirs]
-    res = list(analyses) if analyses is not None else [
-        analyse_run(d, discard, test=False, workers=1, mnist_dir=mnist_dir) for d in dirs]
+    infos, res = training_analyses(run_dirs, analyses, discard, mnist_dir)
     fig, ax = new_axes(ax)
     series: dict[str, list[tuple[int, float, float, str]]] = {}
     for info, a in zip(infos, res, strict=True):

@@ -14,13 +14,11 @@ from thermonet.plotting.figure import PathLike, log_axis, new_axes, new_figure, 
 from thermonet.plotting.replicas import replica_slots
 from thermonet.plotting.runs import (
     RunInfo,
-    analyse_run,
-    as_run_list,
     figure_title,
     first_kept,
     read_run_trace,
-    run_info,
     run_labels,
+    training_analyses,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,10 +155,7 @@ def plot_heat(run_dirs: PathLike | Sequence[PathLike], ax: Axes | None = None, *
     -------
     Figure
     """
-    dirs = as_run_list(run_dirs)
-    infos = [run_info(d) for d in dirs]
-    res = list(analyses) if analyses is not None else [
-        analyse_run(d, discard, test=False, workers=1, mnist_dir=mnist_dir) for d in dirs]
+    infos, res = training_analyses(run_dirs, analyses, discard, mnist_dir)
     fig, ax = new_axes(ax)
     for i, (a, label) in enumerate(zip(res, run_labels(infos), strict=True)):
         colour = f"C{i % 10}"

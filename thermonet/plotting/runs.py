@@ -109,6 +109,18 @@ def analyse_run(run_dir: PathLike, discard: float | None, *, test: bool, workers
                    workers=workers, mnist_dir=None if mnist_dir is None else str(mnist_dir))
 
 
+def training_analyses(run_dirs: PathLike | Sequence[PathLike], analyses: Sequence[Any] | None,
+                      discard: float | None, mnist_dir: PathLike | None
+                      ) -> tuple[list[RunInfo], list[Any]]:
+    """The runs' :class:`RunInfo` and their analyses: ``analyses`` when given, else computed
+    without the test set (the plots of training energies need no more)."""
+    dirs = as_run_list(run_dirs)
+    infos = [run_info(d) for d in dirs]
+    res = list(analyses) if analyses is not None else [
+        analyse_run(d, discard, test=False, workers=1, mnist_dir=mnist_dir) for d in dirs]
+    return infos, res
+
+
 #: the file ``thermonet analyse DIR`` writes by default, relative to DIR
 ANALYSIS_FILE = "analysis.h5"
 
