@@ -7,13 +7,13 @@ import json
 import click
 
 from thermonet.cli.options import in_range
-from thermonet.ranges import FRACTION
+from thermonet.ranges import FRACTION, POSITIVE
 
 
 @click.command(short_help="Predict new cases with a run's stored samples.")
 @click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False))
 @click.argument("data", metavar="DATA")
-@click.option("--temperature", "-T", type=float, default=None,
+@click.option("--temperature", "-T", type=float, callback=in_range(POSITIVE), default=None,
               help="A rung of the run's ladder [default: T = 1 if it is a rung, else the "
                    "lowest].")
 @click.option("--discard", type=float, callback=in_range(FRACTION), default=None,
