@@ -132,7 +132,10 @@ _PUNCT = re.compile(r"^[\s()\[\]{},:;.]*$")
 def shape_lines(text: str) -> list[tuple[int, str]]:
     """The lines that count, each as (line number, shape): names, strings and numbers replaced
     by placeholders, keywords and operators kept. Blank lines, comments, import lines and
-    lines of lone punctuation are left out; a string over several lines is one line."""
+    lines of lone punctuation are left out; a string over several lines is one line. So are a
+    class body's field declarations (``name: type`` or ``name: type = default``): a record's
+    fields are its data contract, and two records with fields of the same shape share no
+    logic that a function could hold."""
     rows: dict[int, list[str]] = defaultdict(list)
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
@@ -165,6 +168,10 @@ def shape_lines(text: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             skip.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        elif isinstance(node, ast.ClassDef):
+            for field in node.body:
+                if isinstance(field, ast.AnnAssign):
+                    skip.update(range(field.lineno, (field.end_lineno or field.lineno) + 1))
     out = []
     for line, shapes in sorted(rows.items()):
         joined = " ".join(shapes)
