@@ -64,10 +64,13 @@ def _compile_kernels() -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses the ``mnist_dir`` fixture needs full MNIST: mark it ``mnist`` so that
-    ``-m "not mnist"`` deselects it."""
+    ``-m "not mnist"`` deselects it. An ``mpi`` test is also ``slow``."""
     for item in items:
         if "mnist_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.mnist)
+        # an MPI test launches whole jobs under mpiexec: end to end, so in the full suite only
+        if item.get_closest_marker("mpi") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -85,6 +85,7 @@ def test_table1_settings_in_the_full_configs():
     assert by_name["fig4_M3star_D500"]["architecture"]["name"] == "M3*"
 
 
+@pytest.mark.slow
 def test_quickstart_runs_at_tiny_size(tmp_path):
     out = tmp_path / "q"
     res = CliRunner().invoke(main, ["-q", "run", str(SAMPLE_RUNS[0].parent / "quickstart.toml"), "--out", str(out),

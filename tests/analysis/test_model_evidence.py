@@ -123,6 +123,7 @@ def basin_ti():
     return out
 
 
+@pytest.mark.slow
 def test_the_prior_anchored_ladder_gives_the_exact_log_evidence(ladder_run):
     exact = float(np.log(np.exp(_exact_components()).sum()))
     ev = run_log_evidence(ladder_run)
@@ -133,6 +134,7 @@ def test_the_prior_anchored_ladder_gives_the_exact_log_evidence(ladder_run):
     assert "the model's evidence" in ev.describe() and "NOT" not in ev.describe()
 
 
+@pytest.mark.slow
 def test_basin_times_copies_misses_the_other_basins_by_the_analytic_amount(ladder_run,
                                                                            basin_ti):
     comp = _exact_components()
@@ -249,6 +251,7 @@ def test_run_log_evidence_refuses_a_run_without_a_prior_rung(tmp_path):
         run_log_evidence(tmp_path / "r")
 
 
+@pytest.mark.slow
 def test_the_evidence_workflow_reports_the_census_and_the_fraction(tmp_path):
     """`thermonet evidence` on the mixture from its four modes: the mixture states no
     symmetries, so each mode is its own basin (signature: energy and point), and the census

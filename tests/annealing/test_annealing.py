@@ -255,6 +255,7 @@ def test_resume_after_interruption_is_bit_identical(tiny_run, tmp_path):
     _assert_same(resumed, straight)
 
 
+@pytest.mark.slow
 def test_resume_after_kill_by_cli_is_bit_identical(tiny_run, tmp_path):
     _, straight = tiny_run
     cfg_path = tmp_path / "tiny.toml"

@@ -81,6 +81,7 @@ def with_misbehaving_samplers(monkeypatch):
     registry.refresh()
 
 
+@pytest.mark.slow
 def test_plugins_check_runs_the_conformance_kit(with_misbehaving_samplers):
     # without --check: the missing Info class is a static contract failure, the biased sampler
     # passes (nothing has run it)

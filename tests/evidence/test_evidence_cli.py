@@ -354,6 +354,7 @@ def test_more_repeats_extend_a_directory(tmp_path):
     assert len(s1["rows"][0]["repeats"]) == 2
 
 
+@pytest.mark.slow
 def test_the_report_at_the_first_minima_only(tmp_path):
     """``convergence_minima = 1``: the variants run at minimum 0 alone (the same numbers as
     when every minimum is checked), the other minima run only their repeats and are marked
@@ -576,6 +577,7 @@ hidden = [2]
 """
 
 
+@pytest.mark.slow
 def test_evidence_method_mackay_is_macKays_framework_on_each_model(tmp_path):
     """`thermonet evidence` with method = "mackay" gives, for each model of the config, the
     numbers of MacKay's classification framework called directly with the same settings

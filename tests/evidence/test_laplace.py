@@ -127,6 +127,7 @@ class Quartic(Potential):
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("output", ["linear", "logistic"])
+@pytest.mark.slow
 def test_rop_hessian_equals_complex_step_reference(rng, output):
     arch, pot, x, y, th = _tiny(rng, output)
     info = {}

@@ -319,6 +319,7 @@ def test_sweep_plot_adds_a_zoom_panel_for_a_wide_evidence_range(tmp_path):
     assert two.shape[1] / two.shape[0] > 1.5 * one.shape[1] / one.shape[0]
 
 
+@pytest.mark.slow
 def test_thermodynamic_integration_confirms_the_exact_gaussian_evidence():
     """On a linear-Gaussian model the framework's eq. (7) is exact, so TI of the same integral
     (with the prior's normalisation) must agree within its own error bar."""

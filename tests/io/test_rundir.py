@@ -327,6 +327,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_loses_nothing(gauss_cfg
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
+@pytest.mark.slow
 def test_a_file_size_limit_during_a_trace_write_is_one_line_and_loses_nothing(tmp_path):
     import resource
 

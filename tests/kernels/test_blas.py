@@ -110,6 +110,7 @@ def test_info_names_the_backend():
 
 
 @pytest.mark.skipif(backend.load_mkl()[0] is None, reason="MKL is not installed")
+@pytest.mark.slow
 def test_mkl_and_numpy_backends_agree_to_round_off():
     mkl = _probe({"THERMONET_BLAS": "mkl"})
     ref = _probe({"THERMONET_BLAS": "numpy"})
@@ -155,6 +156,7 @@ print(json.dumps({"worst": worst, "types": [str(s[2]) for s in blas._gemm_mkl.si
 
 
 @pytest.mark.skipif(backend.load_mkl()[0] is None, reason="MKL is not installed")
+@pytest.mark.slow
 def test_mkl_products_on_contiguous_and_strided_operands():
     """The MKL backend's products, straight to MKL for C-contiguous operands and through the
     checked path (np.dot fallback for strided rows) otherwise, in both dtypes."""
@@ -167,6 +169,7 @@ def test_mkl_products_on_contiguous_and_strided_operands():
     assert any(t.endswith(", C)") for t in res["types"]) and any(t.endswith(", A)") for t in res["types"])
 
 
+@pytest.mark.slow
 def test_mkl_results_repeat_bit_for_bit_across_processes():
     a, b = _probe({}), _probe({})
     assert a["e"] == b["e"] and a["g"] == b["g"]

@@ -180,6 +180,7 @@ def _result(proc: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
     host = llvm.get_host_cpu_features()
     if not (host.get("avx2") and host.get("fma")):
@@ -194,6 +195,7 @@ def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
     assert native["tile"] == ([4, 5] if host.get("avx512f") else [6, 1])
 
 
+@pytest.mark.slow
 def test_own_and_numpy_backends_agree_to_round_off():
     own, ref = _probe({"THERMONET_BLAS": "own"}), _probe({"THERMONET_BLAS": "numpy"})
     assert (own["backend"], ref["backend"]) == ("own", "numpy")

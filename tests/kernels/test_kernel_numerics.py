@@ -198,6 +198,7 @@ def test_logistic_units_at_extreme_inputs(dtype):
 
 
 @pytest.mark.parametrize("name", ["D50", "D500", "D5000"])
+@pytest.mark.slow
 def test_float32_gradient_and_energy_errors_are_bounded(name):
     """Errors of the float32 kernels on the paper's embedded training sets.
 

@@ -58,6 +58,7 @@ def test_gradient_matches_central_differences_on_mnist(arch_cls, d50, rng):
     np.testing.assert_allclose(g[idx], fd, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_serial_and_threaded_kernels_are_bitwise_identical(rng):
     arch = M3()
     x, y = _random_problem(rng, [256, 10], 1000)      # 4 blocks, the last one partial
@@ -68,6 +69,7 @@ def test_serial_and_threaded_kernels_are_bitwise_identical(rng):
     assert np.array_equal(g1, g2)
 
 
+@pytest.mark.slow
 def test_batched_kernels_equal_one_at_a_time(rng):
     arch = M1()
     x, y = _random_problem(rng, [256, 10], 300)

@@ -138,6 +138,7 @@ def test_tanh_classifier_matches_numpy(rng):
 
 
 @pytest.mark.parametrize("kernel", ["blocked", "shallow"])
+@pytest.mark.slow
 def test_compiled_trajectory_matches_python_leapfrog(rng, kernel):
     arch = RegressionMLP(2, [16], 2, kernel=kernel)
     x = rng.uniform(-2, 2, size=(200, 2))

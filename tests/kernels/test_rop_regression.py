@@ -180,6 +180,7 @@ def test_scale_factor_networks_keep_differences():
     assert h.shape == (arch.n_params,) * 2 and np.all(np.isfinite(h))
 
 
+@pytest.mark.slow
 def test_mackay_evidence_of_a_two_hidden_layer_robot_arm_network():
     from thermonet.data import load_data
     from thermonet.evidence.mackay.framework import evaluate_at, mackay_evidence

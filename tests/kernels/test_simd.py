@@ -254,6 +254,7 @@ def _run_child(cpu_name: str | None, features: str | None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_shallow_kernel_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
     host = llvm.get_host_cpu_features()
     if not (host.get("avx2") and host.get("fma")):

@@ -123,6 +123,7 @@ ENDPOINT_ONLY = {"runs", "drift_check", "drift_runaway", "kick_drift_runaway",
                  "kick_drift_check_runs", "kick_drift_check", "_kick_drift_count", "_drift_count"}
 
 
+@pytest.mark.slow
 def test_a_cold_reflecting_run_compiles_only_what_it_uses(tmp_path):
     """With an empty Numba cache, the gradient, the reflecting MLP trajectory and the
     reflecting TI bridge trajectory (as a quickstart-like run and a TI run use them) compile
@@ -171,6 +172,7 @@ def test_a_cold_reflecting_run_compiles_only_what_it_uses(tmp_path):
     assert not {"loss_and_kick", "mlp_trajectory_endpoint"} & set(names)
 
 
+@pytest.mark.slow
 def test_by_wall_compiles_only_each_modes_branches_and_caches_them(tmp_path):
     """A kernel made by ``by_wall`` compiles the callees of its own wall mode only (Numba
     prunes the other mode's branches on the closure's constant), and each mode's kernel is

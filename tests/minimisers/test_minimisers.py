@@ -451,6 +451,7 @@ def _draw(arch, seed):
     return arch.initial_draw(np.random.default_rng(seed))
 
 
+@pytest.mark.slow
 def test_rmin_m3_d50_reaches_zero_energy(d50):
     """M3 on D50 from a standard draw: E < 1e-3 in ~1000-1900 steps (docs/minimisers.md)."""
     arch = M3()

@@ -161,6 +161,7 @@ def test_a_run_written_before_an_option_existed_resumes(arm_cfg, tmp_path):
     _assert_same(_tree(straight), _tree(half))      # "auto" then and now: the same kernel
 
 
+@pytest.mark.slow
 def test_kill_at_a_checkpoint_then_resume_is_exact(arm_cfg, tmp_path):
     straight = tmp_path / "straight"
     Run.create(cfgmod.load(arm_cfg), straight).run()

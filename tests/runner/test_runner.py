@@ -190,6 +190,7 @@ def test_kill_during_write_then_resume_is_exact(gauss_cfg, tmp_path, crash):
     assert not list(crashed.rglob("*" + TEMP_SUFFIX))
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_is_exact(gauss_cfg, tmp_path):
     """A real kill -9 of `thermonet run` at arbitrary moments, then resume."""
     straight = tmp_path / "straight"

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from tests.evidence.test_evidence_cli import MODELS, TI_FAST
@@ -68,6 +69,7 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_evidence_stops_on_sigint_and_continues_to_the_same_numbers(tmp_path, monkeypatch):
     monkeypatch.delenv("THERMONET_MNIST_DIR", raising=False)
     cfg = tmp_path / "ev.toml"
@@ -92,6 +94,7 @@ def test_evidence_stops_on_sigint_and_continues_to_the_same_numbers(tmp_path, mo
     assert (out / "table.txt").read_text() == (tmp_path / "w" / "table.txt").read_text()
 
 
+@pytest.mark.slow
 def test_anneal_stops_on_sigterm_and_resumes_to_the_same_result(tmp_path, monkeypatch):
     from thermonet.annealing import read_anneal
     from thermonet.errors import ThermonetError

@@ -117,6 +117,7 @@ def test_workers_do_not_change_a_warmed_up_run(cfg_path, tmp_path, straight):
     _assert_same(straight, _straight(cfg_path, tmp_path / "two", **{"run.workers": 2}))
 
 
+@pytest.mark.slow
 def test_a_hard_kill_after_any_warm_up_checkpoint_resumes_bit_for_bit(cfg_path, tmp_path,
                                                                        straight, monkeypatch):
     """Every checkpoint the warm-up writes is copied as it is written: each copy is what a
