@@ -67,12 +67,14 @@ def _dependency_hash(own_file: str) -> bytes:
 
 @functools.cache
 def _layout_tag() -> str:
-    """A short hash of which kernel modules exist where (names only, not contents)."""
+    """A short hash of which kernel modules exist where (names only, not contents), in
+    ``thermonet/kernels`` and the ``THERMONET_KERNEL_DEPS`` directories."""
     names = []
-    for root, dirs, files in os.walk(_KERNELS_DIR):
-        dirs[:] = [n for n in dirs if n != "__pycache__"]
-        names += [os.path.relpath(os.path.join(root, n), _KERNELS_DIR) for n in files
-                  if n.endswith(".py")]
+    for i, top in enumerate(_dependency_dirs()):
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [n for n in dirs if n != "__pycache__"]
+            names += [f"{i}:{os.path.relpath(os.path.join(root, n), top)}" for n in files
+                      if n.endswith(".py")]
     return "layout-" + hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:12]
 
 
