@@ -108,6 +108,39 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
         Fewer than two runs, a bad ``discard``, or runs of different configurations or
         ladders (the message names the first difference).
     """
+    _check_arguments(run_dirs, discard)
+    runs = [_load(Path(d), discard) for d in run_dirs]
+    _check_one_experiment(runs)
+    temps = runs[0]["temperatures"]
+    out: dict[str, Any] = {"runs": [str(r["dir"]) for r in runs],
+                           "temperatures": [float(t) for t in temps],
+                           "discard": [r["discard"] for r in runs]}
+    observables = _observables(runs, out)
+    for name, draws in observables.items():
+        d = chain_diagnostics(draws)
+        out[name] = {"n_draws": int(draws.shape[1]),
+                     **{key: [float(v) for v in arr] for key, arr in d.items()}}
+    out["n_draws"] = out["train_energy"]["n_draws"]
+    multi, restarts, trips = _passage_totals(temps, runs)
+    v = _pooled_verdict(temps, runs, list(observables), out,
+                        restarts=restarts if multi else None,
+                        round_trips=trips if multi else None)
+    out["acceptance"] = {str(r["dir"]): (None if r["acceptance"] is None else
+                                         [float(a) for a in r["acceptance"].acceptance])
+                         for r in runs}
+    out["restarts"], out["round_trips"] = restarts, trips
+    out["log_evidence"] = ev = _evidence_consistency([r["dir"] for r in runs], discard)
+    if ev is not None and ev.get("agree") is False:
+        # runs that mixed would scatter as their error bars say; these do not
+        why = (f"log Z of the runs disagree (chi2 = {ev['chi2']:.1f} on {ev['n'] - 1} dof, "
+               f"p = {ev['p_value']:.2g})")
+        v = Verdict(False, ([] if v.mixed else list(v.reasons)) + [why], list(v.flags))
+    out["verdict"] = v.to_dict()
+    return out
+
+
+def _check_arguments(run_dirs: Sequence[str | Path], discard: float | None) -> None:
+    """At least two distinct run directories and a burn-in fraction in [0, 1)."""
     if len(run_dirs) < 2:
         raise ConfigError(f"compare needs at least two run directories; got {len(run_dirs)}")
     if discard is not None and not 0 <= discard < 1:
@@ -120,7 +153,10 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
                               "expected independent runs (one chain each), e.g. runs of one "
                               "configuration with different run.seed")
         seen[real] = str(run_dir)
-    runs = [_load(Path(d), discard) for d in run_dirs]
+
+
+def _check_one_experiment(runs: list[dict[str, Any]]) -> None:
+    """Independent chains (no copy, no repeated seed) of one configuration on one ladder."""
     ref = runs[0]
     for j, r in enumerate(runs[1:], start=1):
         for q in runs[:j]:
@@ -144,10 +180,12 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
         if diff is not None:
             raise ConfigError(f"{r['dir']} has another configuration than {ref['dir']}: "
                               f"{diff}")
-    temps = ref["temperatures"]
-    out: dict[str, Any] = {"runs": [str(r["dir"]) for r in runs],
-                           "temperatures": [float(t) for t in temps],
-                           "discard": [r["discard"] for r in runs]}
+
+
+def _observables(runs: list[dict[str, Any]], out: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The chains compared, (n_runs, n_draws, K) each: the training energy, the per-sample
+    test observables when every run has them, and the hyperparameters' widths (their names
+    go to ``out["hyperparameters"]``)."""
     observables = {"train_energy": _stack([r["energy"] for r in runs])}
     if all(all(name in r["series"] for name in SAMPLE_OBSERVABLES) for r in runs):
         for name in SAMPLE_OBSERVABLES:
@@ -158,25 +196,34 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     widths = [r["hyper"] for r in runs]
     if all(w is not None and w.shape[2] > 0 for w in widths) and len(
             {w.shape[2] for w in widths}) == 1:
-        names = hyper_names(ref["config"], widths[0].shape[2])
+        names = hyper_names(runs[0]["config"], widths[0].shape[2])
         out["hyperparameters"] = names
         for j, name in enumerate(names):
             observables[f"width:{name}"] = _stack([1.0 / np.sqrt(w[:, :, j]) for w in widths])
-    for name, draws in observables.items():
-        d = chain_diagnostics(draws)
-        out[name] = {"n_draws": int(draws.shape[1]),
-                     **{key: [float(v) for v in arr] for key, arr in d.items()}}
-    out["n_draws"] = out["train_energy"]["n_draws"]
+    return observables
+
+
+def _passage_totals(temps: np.ndarray, runs: list[dict[str, Any]]) -> tuple[bool, int, int]:
+    """Whether the restart rules apply (a ladder, passages in every run), and the restarts
+    and round trips summed over the runs."""
     passages = [r["passages"] for r in runs]
     multi = temps.size > 1 and all(p is not None for p in passages)
     restarts = sum(int(p.restarts.sum()) for p in passages if p is not None)
     trips = sum(int(p.round_trips.sum()) for p in passages if p is not None)
-    v = verdict(temps, restarts=restarts if multi else None,
-                round_trips=trips if multi else None,
+    return multi, restarts, trips
+
+
+def _pooled_verdict(temps: np.ndarray, runs: list[dict[str, Any]], names: list[str],
+                    out: dict[str, Any], *, restarts: int | None,
+                    round_trips: int | None) -> Verdict:
+    """The verdict on the runs' pooled restarts and the training energy's R-hat and ESS
+    across them (in ``out``), flagging the other observables' R-hat, and failing on any run's
+    frozen rung."""
+    v = verdict(temps, restarts=restarts, round_trips=round_trips,
                 rhat=out["train_energy"]["rhat"], ess_bulk=out["train_energy"]["ess_bulk"],
-                **verdict_rules(ref["config"].get("run", {})))
+                **verdict_rules(runs[0]["config"].get("run", {})))
     flags = list(v.flags)
-    for name in observables:
+    for name in names:
         rh = np.asarray(out[name]["rhat"])
         if name != "train_energy" and np.isfinite(rh).any() and np.nanmax(rh) > RHAT_MAX:
             i = int(np.nanargmax(rh))
@@ -184,21 +231,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     failed, run_flags = _per_run_acceptance(temps, runs)
     flags.extend(run_flags)
     if failed:      # a frozen rung in any run: that run did not sample its temperature
-        v = Verdict(False, ([] if v.mixed else list(v.reasons)) + failed, flags)
-    else:
-        v = Verdict(v.mixed, v.reasons, flags)
-    out["acceptance"] = {str(r["dir"]): (None if r["acceptance"] is None else
-                                         [float(a) for a in r["acceptance"].acceptance])
-                         for r in runs}
-    out["restarts"], out["round_trips"] = restarts, trips
-    out["log_evidence"] = ev = _evidence_consistency([r["dir"] for r in runs], discard)
-    if ev is not None and ev.get("agree") is False:
-        # runs that mixed would scatter as their error bars say; these do not
-        why = (f"log Z of the runs disagree (chi2 = {ev['chi2']:.1f} on {ev['n'] - 1} dof, "
-               f"p = {ev['p_value']:.2g})")
-        v = Verdict(False, ([] if v.mixed else list(v.reasons)) + [why], list(v.flags))
-    out["verdict"] = v.to_dict()
-    return out
+        return Verdict(False, ([] if v.mixed else list(v.reasons)) + failed, flags)
+    return Verdict(v.mixed, v.reasons, flags)
 
 
 def _evidence_consistency(run_dirs: list[Path], discard: float | None) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ long ladders that start-up takes a sizeable part of the run.
 
 :func:`ideal_passages` gives both: it simulates the index process of the run's own scheme
 with the run's measured rejection rates ``r_k`` and its number of iterations, and counts
-restarts and round trips exactly as :func:`~thermonet.analysis.mixing.replica_passages`
+restarts and round trips exactly as :func:`~thermonet.analysis.passages.replica_passages`
 does (:func:`random_pairs_bound` bounds the paper's random-pairs scheme from above). The
 ratio of a run's measured restarts to this expectation is the efficiency of its
 local exploration: 1 when the sampler renews the energy between swaps, far below 1 when a
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.analysis.mixing import PassageCounter
+from thermonet.analysis.passages import PassageCounter
 from thermonet.errors import ConfigError
 
 #: independent simulations of the index process behind each expectation

@@ -2,8 +2,8 @@
 
 * :func:`split_rhat`, :func:`ess_bulk`, :func:`ess_tail` (from :mod:`.convergence`,
   re-exported): rank-normalised split-R-hat and bulk/tail ESS (Vehtari et al. 2021);
-* :func:`replica_passages` (on :class:`PassageCounter`): restarts (as Pigeons.jl counts them)
-  and round trips of replicas;
+* :func:`replica_passages` (from :mod:`.passages`, re-exported): restarts (as Pigeons.jl
+  counts them) and round trips of replicas;
 * :func:`swap_barrier`: per-pair swap rejection rates and the global communication barrier
   Lambda = sum_k r_k of Syed, Bouchard-Côté, Deligiannidis & Doucet (JRSS-B 2022);
 * :func:`rung_acceptance`: HMC acceptance per rung with a standard error and flags;
@@ -40,6 +40,7 @@ from thermonet.analysis.convergence import (
     split_chains,
     split_rhat,
 )
+from thermonet.analysis.passages import Passages, replica_passages
 from thermonet.stats import mean_and_error
 
 #: a rung accepting fewer HMC trajectories than this is frozen: it does not move
@@ -52,73 +53,6 @@ ACCEPT_TIMID = 0.98
 #: fewer, the fraction of the target's mass in each basin is estimated from too few fresh
 #: draws to trust, and a Poisson count of 20 has a relative error of about 0.22
 MIN_RESTARTS = 20
-
-
-# --- replicas on the ladder ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Passages:
-    """Passages of each replica between the ends of the ladder.
-
-    Attributes
-    ----------
-    restarts : ndarray of int64, shape (K,)
-        Arrivals of replica r at the cold end (slot 0) after a visit to the hot end (slot
-        K-1): a fresh draw from the hot, well-mixed end reaching the target (Pigeons.jl's
-        "tempered restarts").
-    round_trips : ndarray of int64, shape (K,)
-        Trips cold -> hot -> cold of replica r; a replica's first trip starts at its first
-        visit to the cold end, so ``round_trips <= restarts``.
-    """
-
-    restarts: np.ndarray
-    round_trips: np.ndarray
-
-
-class PassageCounter:
-    """Restarts and round trips of the replicas of ``n_runs`` ladders of ``n_slots`` slots,
-    counted one iteration at a time (:func:`replica_passages` for one recorded run,
-    :func:`thermonet.analysis.ideal_exchange.ideal_passages` for simulated ones)."""
-
-    def __init__(self, n_runs: int, n_slots: int) -> None:
-        self._runs = np.arange(n_runs)
-        self.last = np.full((n_runs, n_slots), -1)   # last end visited: -1 none, 0 cold, 1 hot
-        self.trip = np.full((n_runs, n_slots), -1)   # the same, hot only after a cold visit
-        self.restarts = np.zeros((n_runs, n_slots), dtype=np.int64)
-        self.round_trips = np.zeros((n_runs, n_slots), dtype=np.int64)
-
-    def update(self, replica_k: np.ndarray) -> None:
-        """Count the iteration after which run m has replica ``replica_k[m, k]`` at slot k."""
-        m, cold, hot = self._runs, replica_k[:, 0], replica_k[:, -1]
-        self.restarts[m, cold] += self.last[m, cold] == 1
-        self.round_trips[m, cold] += self.trip[m, cold] == 1
-        self.last[m, cold] = 0
-        self.trip[m, cold] = 0
-        self.last[m, hot] = 1
-        self.trip[m, hot] = np.where(self.trip[m, hot] == 0, 1, self.trip[m, hot])
-
-
-def replica_passages(replica_k: Any) -> Passages:
-    """Restarts and round trips of each replica, from which replica sits at each slot.
-
-    Parameters
-    ----------
-    replica_k : array_like of int, shape (n_iterations, K)
-        The replica at slot k after each iteration (a permutation of 0..K-1 per row); slot 0
-        is the coldest, slot K-1 the hottest.
-
-    Returns
-    -------
-    Passages
-        Zeros for fewer than two slots or no rows.
-    """
-    r = np.asarray(replica_k)
-    n_slots = r.shape[1] if r.ndim == 2 else 0
-    counter = PassageCounter(1, n_slots)
-    if n_slots >= 2:
-        for row in r:
-            counter.update(row[None, :])
-    return Passages(counter.restarts[0], counter.round_trips[0])
 
 
 @dataclass(frozen=True)
@@ -285,6 +219,95 @@ def _rungs(first: int, last: int, verb: str, value: float) -> str:
     return f"rungs {first}-{last} {verb} {value:.2f}"
 
 
+@dataclass
+class _Findings:
+    """What the verdict's rules found so far, in the order the rules ran."""
+
+    failed: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+
+def _restart_rule(found: _Findings, restarts: int, round_trips: int | None,
+                  elapsed_s: float | None, min_restarts: int) -> None:
+    """Fail without restarts, without a round trip or with fewer than ``min_restarts``;
+    otherwise the restarts (and their rate per hour) are evidence."""
+    if restarts == 0:
+        found.failed.append("0 restarts")
+    elif round_trips is not None and round_trips == 0:
+        found.failed.append(f"0 round trips ({restarts} restarts)")
+    elif restarts < min_restarts:
+        found.failed.append(f"{restarts} restarts (fewer than {min_restarts})")
+    else:
+        per_h = 3600 * restarts / elapsed_s if elapsed_s else math.nan
+        rate = f" ({per_h:.{1 if per_h < 100 else 0}f}/h)" if elapsed_s else ""
+        found.evidence.append(f"{restarts} restarts{rate}"
+                              + (f", {round_trips} round trips" if round_trips is not None
+                                 else ""))
+
+
+def _acceptance_rules(found: _Findings, temps: np.ndarray, acceptance: RungAcceptance) -> None:
+    """Fail on frozen rungs; flag rungs that accepted nothing and timid ones."""
+    acc = acceptance.acceptance
+    # a prior rung (T = inf) draws exactly: it accepts everything by construction
+    sampled = np.isfinite(temps)
+    if sampled.shape == acc.shape:
+        acceptance = RungAcceptance(acc, acceptance.error, acceptance.n_trajectories,
+                                    acceptance.frozen & sampled,
+                                    acceptance.timid & sampled)
+    for a, b in _runs_of(acceptance.frozen):
+        found.failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1]))))
+    zero = np.flatnonzero(acc == 0.0)
+    if zero.size:
+        n_zero = int(np.min(np.broadcast_to(acceptance.n_trajectories, acc.shape)[zero]))
+        found.flags.append(f"rung{'s' if zero.size > 1 else ''} "
+                           f"{', '.join(str(int(i)) for i in zero)} accepted 0 of "
+                           f"{n_zero} trajectories (error bar undefined; "
+                           f"95% bound < {3 / max(n_zero, 1):.2g})")
+    for a, b in _runs_of(acceptance.timid):
+        found.flags.append(_rungs(a, b, "accept", float(np.min(acc[a:b + 1])))
+                           + f" (> {ACCEPT_TIMID:g}: steps too timid)")
+
+
+def _rhat_rule(found: _Findings, temps: np.ndarray, r: np.ndarray, rhat_max: float,
+               rhat_decides: bool) -> None:
+    """Fail (or, unless ``rhat_decides``, flag) the largest split-R-hat above ``rhat_max``;
+    flag temperatures where R-hat is undefined."""
+    finite = np.isfinite(r)
+    if finite.any():
+        i = int(np.argmax(np.where(finite, r, -np.inf)))
+        label = "split R-hat"
+        if r[i] > rhat_max and rhat_decides:
+            found.failed.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (> {rhat_max:g})")
+        elif r[i] > rhat_max:
+            found.flags.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (this run's halves)")
+        else:
+            found.evidence.append(f"max {label} {r[i]:.2f}")
+    if not finite.all():
+        bad = ", ".join(f"{t:.4g}" for t in temps[~finite][:4])
+        found.flags.append(f"R-hat undefined at T = {bad} (constant or too short)")
+
+
+def _ess_rule(found: _Findings, temps: np.ndarray, e: np.ndarray, ess_min: float) -> None:
+    """Fail when the smallest bulk ESS is below ``ess_min``."""
+    if np.isfinite(e).any():
+        i = int(np.nanargmin(e))
+        if e[i] < ess_min:
+            found.failed.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (fewer than "
+                                f"{ess_min:g})")
+        else:
+            found.evidence.append(f"min bulk ESS {e[i]:.0f}")
+
+
+def _swap_flags(found: _Findings, temps: np.ndarray, swaps: SwapBarrier) -> None:
+    """Flag the pairs that never swapped (a cut ladder)."""
+    cut = np.flatnonzero(swaps.rejection == 1.0)
+    if cut.size:
+        found.flags.append("no swap accepted across T = " + ", ".join(
+            f"{temps[k]:.4g}-{temps[k + 1]:.4g}" for k in cut[:4])
+            + (", ..." if cut.size > 4 else ""))
+
+
 def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int | None = None,
             elapsed_s: float | None = None, acceptance: RungAcceptance | None = None,
             rhat: Any = None, ess_bulk: Any = None, swaps: SwapBarrier | None = None,
@@ -325,72 +348,18 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
     Verdict
     """
     temps = np.asarray(temperatures, dtype=np.float64)
-    failed: list[str] = []
-    evidence: list[str] = []
-    flags: list[str] = []
+    found = _Findings()
     if temps.size > 1 and restarts is not None:
-        if restarts == 0:
-            failed.append("0 restarts")
-        elif round_trips is not None and round_trips == 0:
-            failed.append(f"0 round trips ({restarts} restarts)")
-        elif restarts < min_restarts:
-            failed.append(f"{restarts} restarts (fewer than {min_restarts})")
-        else:
-            per_h = 3600 * restarts / elapsed_s if elapsed_s else math.nan
-            rate = f" ({per_h:.{1 if per_h < 100 else 0}f}/h)" if elapsed_s else ""
-            evidence.append(f"{restarts} restarts{rate}"
-                            + (f", {round_trips} round trips" if round_trips is not None
-                               else ""))
+        _restart_rule(found, restarts, round_trips, elapsed_s, min_restarts)
     if acceptance is not None:
-        acc = acceptance.acceptance
-        # a prior rung (T = inf) draws exactly: it accepts everything by construction
-        sampled = np.isfinite(np.asarray(temperatures, dtype=np.float64))
-        if sampled.shape == acc.shape:
-            acceptance = RungAcceptance(acc, acceptance.error, acceptance.n_trajectories,
-                                        acceptance.frozen & sampled,
-                                        acceptance.timid & sampled)
-        for a, b in _runs_of(acceptance.frozen):
-            failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1]))))
-        zero = np.flatnonzero(acc == 0.0)
-        if zero.size:
-            n_zero = int(np.min(np.broadcast_to(acceptance.n_trajectories, acc.shape)[zero]))
-            flags.append(f"rung{'s' if zero.size > 1 else ''} "
-                         f"{', '.join(str(int(i)) for i in zero)} accepted 0 of "
-                         f"{n_zero} trajectories (error bar undefined; "
-                         f"95% bound < {3 / max(n_zero, 1):.2g})")
-        for a, b in _runs_of(acceptance.timid):
-            flags.append(_rungs(a, b, "accept", float(np.min(acc[a:b + 1])))
-                         + f" (> {ACCEPT_TIMID:g}: steps too timid)")
+        _acceptance_rules(found, temps, acceptance)
     if rhat is not None:
-        r = np.asarray(rhat, dtype=np.float64)
-        finite = np.isfinite(r)
-        if finite.any():
-            i = int(np.argmax(np.where(finite, r, -np.inf)))
-            label = "split R-hat"
-            if r[i] > rhat_max and rhat_decides:
-                failed.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (> {rhat_max:g})")
-            elif r[i] > rhat_max:
-                flags.append(f"{label} {r[i]:.2f} at T = {temps[i]:.4g} (this run's halves)")
-            else:
-                evidence.append(f"max {label} {r[i]:.2f}")
-        if not finite.all():
-            bad = ", ".join(f"{t:.4g}" for t in temps[~finite][:4])
-            flags.append(f"R-hat undefined at T = {bad} (constant or too short)")
+        _rhat_rule(found, temps, np.asarray(rhat, dtype=np.float64), rhat_max, rhat_decides)
     if ess_bulk is not None:
-        e = np.asarray(ess_bulk, dtype=np.float64)
-        if np.isfinite(e).any():
-            i = int(np.nanargmin(e))
-            if e[i] < ess_min:
-                failed.append(f"bulk ESS {e[i]:.0f} at T = {temps[i]:.4g} (fewer than "
-                              f"{ess_min:g})")
-            else:
-                evidence.append(f"min bulk ESS {e[i]:.0f}")
+        _ess_rule(found, temps, np.asarray(ess_bulk, dtype=np.float64), ess_min)
     if swaps is not None:
-        cut = np.flatnonzero(swaps.rejection == 1.0)
-        if cut.size:
-            flags.append("no swap accepted across T = " + ", ".join(
-                f"{temps[k]:.4g}-{temps[k + 1]:.4g}" for k in cut[:4])
-                + (", ..." if cut.size > 4 else ""))
+        _swap_flags(found, temps, swaps)
+    failed, evidence, flags = found.failed, found.evidence, found.flags
     if failed:
         return Verdict(False, failed, flags)
     if not evidence and temps.size == 1:

@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from thermonet.api.minimiser import accepts_callback
 from thermonet.cli.minimiser_options import build_minimiser, common_options, fmt, output_error
 from thermonet.cli.options import ProgressLine, in_range, is_quiet
 from thermonet.ranges import NON_NEGATIVE_INT
@@ -49,6 +48,7 @@ def minimise(ctx: click.Context, arch_name: str, data_name: str, minimiser_name:
         thermonet minimise --arch M3 --data D500 --set max_steps=30000 --out w.npy
         thermonet minimise --arch M3 --data D500 --minimiser fire --set grad_tol=1e-5 --out w.npy
     """
+    from thermonet.api.minimiser import accepts_callback  # not at import: kernels
     from thermonet.data import load_data
     from thermonet.errors import ConfigError
     from thermonet.evaluation import evaluate
