@@ -109,6 +109,7 @@ def small_network():
 
 @pytest.mark.parametrize("wall", [lf.WALL_NONE, lf.WALL_REFLECT])
 @pytest.mark.parametrize("case", ["inside", "walls", "runaway", "nan"])
+@pytest.mark.slow
 def test_batched_trajectories_equal_the_compiled_kernel_row_by_row(wall, case, small_network):
     """Every row of one batched call ends where the compiled trajectory kernel ends from the
     same start (same status, step count and reflections), and where the same row alone ends."""

@@ -23,6 +23,7 @@ def _exact_log_z(beta, k, a):
     return float(np.sum(np.log(special.erf(a * s) * np.sqrt(np.pi) / s / (2 * a))))
 
 
+@pytest.mark.slow
 def test_stepping_stone_and_beta_integration_recover_log_z_of_a_gaussian_in_a_box():
     k = np.array([1.0, 3.0, 10.0])
     arch = Gaussian(3, stiffness=list(k), prior_scale=6.0)        # box |w_i| < 3

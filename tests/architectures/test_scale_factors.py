@@ -196,6 +196,7 @@ def test_three_level_top_mean_is_slice_sampled_from_the_scale_factors():
     assert got[0] == math.exp(slice_top(c, b, d, math.log(2.5), rng2))
 
 
+@pytest.mark.slow
 def test_three_level_same_posterior_as_the_direct_parameterisation():
     """ARD with the third level on a 2-2-1 net: predictive means, the four log precisions,
     the top level's log mean and S(w) agree between the scale-factor chain (HMC on the

@@ -211,6 +211,7 @@ def test_bad_groups_are_refused():
         mackay_classifier(arch, data, alpha0=-1.0)
 
 
+@pytest.mark.slow
 def test_gauss_newton_curvature_is_j_lambda_j_and_positive_definite():
     data = _softmax_data()
     arch = get_architecture("mlp", n_inputs=2, hidden=[3], n_outputs=3,

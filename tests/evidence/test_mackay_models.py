@@ -38,6 +38,7 @@ def test_layer_groups_cover_every_parameter_once():
         layer_groups(arch, "units")
 
 
+@pytest.mark.slow
 def test_a_row_is_the_framework_at_its_seeded_start_with_the_errors_of_w_mp():
     import zlib
 

@@ -190,6 +190,7 @@ adapt_round_length = 8
 """
 
 
+@pytest.mark.slow
 def test_stepping_stone_gives_the_evidence_at_fixed_hyperparameters(tmp_path):
     """The run's log Z(T = 1) equals the reference within the joint error bar; read from the
     slots' whole energies (which carry ``T sum prec w^2/2``) it would be off by hundreds of
@@ -216,6 +217,7 @@ def test_stepping_stone_gives_the_evidence_at_fixed_hyperparameters(tmp_path):
     assert "hyper      T" not in CliRunner().invoke(main, ["info", str(tmp_path / "run")]).output
 
 
+@pytest.mark.slow
 def test_stepping_stone_gives_the_evidence_with_hyperparameters_integrated_out(tmp_path):
     """A hierarchical model (three group precisions and the noise precision with Gamma
     priors): the prior rung draws them, so log Z(T = 1) is ln p(D|H) with every

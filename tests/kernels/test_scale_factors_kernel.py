@@ -46,6 +46,7 @@ def both(pot, q0, p0, inv_m, step, n_steps, wall, hw, runaway):
 
 
 @pytest.mark.parametrize("act,noise_std,ard_levels", CASES)
+@pytest.mark.slow
 def test_compiled_trajectory_equals_the_python_loop(rng, act, noise_std, ard_levels):
     arch, pot, q0 = problem(rng, act, noise_std, ard_levels)
     n = arch.n_params

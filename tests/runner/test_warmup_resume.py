@@ -179,6 +179,7 @@ def _sigterm_on(monkeypatch, method, n):
     ("step", 27, "retune", "sample"),         # in the second correction round
     ("step", 30, "done", "sample"),           # in its last iteration: the warm-up is over
 ])
+@pytest.mark.slow
 def test_sigterm_during_the_warm_up_stops_and_resumes_bit_for_bit(
         cfg_path, tmp_path, straight, monkeypatch, method, n, stage, phase):
     out = tmp_path / "stopped"

@@ -110,6 +110,7 @@ def test_jitter_keeps_the_gaussian_exact():
 # --- resonance ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("opts", [{"step_size_jitter": 0.2}, {"n_leapfrog_jitter": 0.5}])
+@pytest.mark.slow
 def test_jitter_breaks_the_equal_frequency_resonance(opts):
     """Unit stiffness, unit masses: one frequency; L = 10 at dt = 0.9 nearly closes an orbit."""
     pot = Gaussian(10).potential()
