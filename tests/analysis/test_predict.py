@@ -282,3 +282,23 @@ def test_classification_bad_input_is_one_line(cls_run, tmp_path):
         import thermonet as tn
 
         tn.open_run(cls_run).predict("test", 1.5)
+
+
+def test_readme_open_run_example_runs(cls_run, capsys):
+    """The README's ``tn.open_run`` block runs as written on a finished classifier run (its
+    path put in for ``runs/quickstart``) and prints the error rate that ``predict`` reports."""
+    import re
+    from pathlib import Path
+
+    import thermonet as tn
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```py\n(.*?)```", text, flags=re.S)
+    assert block.count('"runs/quickstart"') == 1
+    exec(compile(block.replace('"runs/quickstart"', repr(str(cls_run))), "README.md", "exec"),
+         {"tn": tn})
+    out = capsys.readouterr().out
+    rec = tn.open_run(cls_run)
+    expected = rec.predict("mnist-t10k").metrics["error_rate"]
+    assert out == f"{rec.verdict}\n{expected}\n"
+    assert 0.0 < expected["mean"] < 1.0 and expected["se"] > 0.0
