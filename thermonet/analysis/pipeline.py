@@ -325,7 +325,9 @@ def _with_scale_factors(rec: RunRecord, arch: Any, split: Any, hyper: dict[str, 
     if rec.sample_iterations().size == 0:
         return hyper
     pot = arch.potential(split.train)
-    per_slot = [pot.group_widths(rec.samples(slot=k)) for k in range(rec.temperatures.size)]
+    per_slot = ([pot.group_widths(rec.samples(slot=0, chain=c)) for c in range(rec.n_chains)]
+                if rec.n_chains > 1 else
+                [pot.group_widths(rec.samples(slot=k)) for k in range(rec.temperatures.size)])
     names = per_slot[0][0]
     return with_state_widths(hyper, names, np.stack([w for _, w in per_slot], axis=1))
 
@@ -342,6 +344,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         "n_iterations": int(cfg.get("run", {}).get("n_iterations", rec.iterations)),
         "discarded_iterations": start,
         "temperatures": [float(t) for t in rec.temperatures],
+        "chains": rec.n_chains,
         "dt": [float(v) for v in np.atleast_1d(ck.slots["step_size"])],
         "elapsed_s": float(ck.counters.get("elapsed_s", 0.0)),
         "blas_backend": ck.blas_backend,
