@@ -314,7 +314,8 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
             elapsed_s: float | None = None, acceptance: RungAcceptance | None = None,
             rhat: Any = None, ess_bulk: Any = None, swaps: SwapBarrier | None = None,
             rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
-            rhat_decides: bool = True, min_restarts: int = MIN_RESTARTS) -> Verdict:
+            rhat_decides: bool = True, min_restarts: int = MIN_RESTARTS,
+            unit: str = "rung") -> Verdict:
     """Has the run mixed? Every piece of evidence is optional; the rules use what is given.
 
     Not mixed when: the ladder has more than one rung and its replicas made fewer than
@@ -344,6 +345,9 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
         True (the default) for a condition; False reports R-hat as a flag only.
     min_restarts : int
         Restarts required (``run.min_restarts``, :data:`MIN_RESTARTS`).
+    unit : str
+        What ``acceptance``'s columns are, in messages: ``rung``, or ``chain`` for the
+        chains of a one-rung run.
 
     Returns
     -------
@@ -354,7 +358,7 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
     if temps.size > 1 and restarts is not None:
         _restart_rule(found, restarts, round_trips, elapsed_s, min_restarts)
     if acceptance is not None:
-        _acceptance_rules(found, temps, acceptance)
+        _acceptance_rules(found, temps, acceptance, unit)
     if rhat is not None:
         _rhat_rule(found, temps, np.asarray(rhat, dtype=np.float64), rhat_max, rhat_decides)
     if ess_bulk is not None:
