@@ -92,12 +92,28 @@ def test_the_plan_counts_every_chain(one_rung):
     assert "4 chains x 12 iterations x 2 trajectories x L = 5 = 480 gradients" in plan(cfg, arch)
 
 
-def test_a_run_stored_without_the_key_resumes_as_one_chain():
-    from thermonet.runner.components import one_chain_if_unset
+def test_a_run_stored_without_the_key_resumes_as_one_chain(one_rung, tmp_path):
+    """A run written before run.chains existed (its configurations lack the key) resumes as
+    the one chain it ran, bit for bit, though today's default would be 4."""
+    import dataclasses
+    import re
 
-    assert one_chain_if_unset({"run": {"seed": 3}})["run"] == {"seed": 3, "chains": 1}
-    assert one_chain_if_unset({"run": {"chains": 4}})["run"] == {"chains": 4}
-    assert one_chain_if_unset({})["run"] == {"chains": 1}
+    from thermonet.io import checkpoint as ckpt
+
+    _run(one_rung, tmp_path / "straight", {"run.chains": 1})
+    old = tmp_path / "old"
+    _run(one_rung, old, {"run.chains": 1, "run.n_iterations": 6})
+    line = re.compile(r"^chains = 1\b.*\n", re.MULTILINE)
+    ck = ckpt.read_checkpoint(old)
+    assert len(line.findall(ck.config_toml)) == 1
+    ckpt.write_checkpoint(old, dataclasses.replace(ck, config_toml=line.sub("", ck.config_toml)))
+    (old / ckpt.CONFIG).write_text(line.sub("", (old / ckpt.CONFIG).read_text()))
+    assert cfgmod.load(old / ckpt.CONFIG)["run"]["chains"] == 4     # today's default
+    try:
+        Run.open(old, n_iterations=12).run(quiet=True)
+    finally:
+        detach_log()
+    assert_same(tree(tmp_path / "straight"), tree(old))
 
 
 # --- the chains ---------------------------------------------------------------------------------
