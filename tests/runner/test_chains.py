@@ -402,3 +402,23 @@ def test_export_info_analyse_and_compare_see_every_chain(arm_chains, tmp_path):
 
     d = chain_diagnostics(np.stack([x[:, [j]] for x in e for j in range(2)]))
     np.testing.assert_allclose(c["train_energy"]["rhat"], d["rhat"], rtol=1e-12)
+
+
+def test_scale_factor_widths_are_compared_between_chains(tmp_path):
+    """Neal's (1993) scale factors are coordinates of the state: the verdict compares each
+    group's width exp(-u_g/2) of the stored samples between the chains."""
+    import thermonet as tn
+
+    p = tmp_path / "scale.toml"
+    p.write_text(ARM.replace('hidden = [3]', 'hidden = [3]\nparameterisation = "scale"')
+                 .replace("sample_every = 3", "sample_every = 1"))
+    _run(p, tmp_path / "s")
+    rec = tn.open_run(tmp_path / "s")
+    obs = rec.chain_observables()
+    assert list(obs) == ["width[noise]", "width[layer1.weight]", "width[layer1.bias]",
+                         "width[layer2.weight]"]
+    tr = iotrace.read_trace(tmp_path / "s", samples=True)
+    keep = tr["samples_iteration"] >= rec.first_kept_iteration
+    u = tr["samples_theta"][keep][:, :, -3:]              # (S, chains, groups): the log precisions
+    np.testing.assert_allclose(obs["width[layer1.bias]"], np.exp(-0.5 * u[:, :, 1]), rtol=1e-15)
+    assert obs["width[layer1.bias]"].shape == (int(keep.sum()), 2)

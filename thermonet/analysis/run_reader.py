@@ -264,23 +264,35 @@ class RunReader:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def chain_observables(self) -> dict[str, np.ndarray]:
-        """The kept draws (n_kept, n_chains) of the permutation-invariant observables beyond
-        the energy that the verdict compares between chains: the width ``1/sqrt(h)`` of every
-        recorded hyperparameter (a hierarchical model's groups, the noise level), named by the
-        model where it names them (``hyper[j]`` otherwise)."""
+        """The kept draws (n, n_chains) of the permutation-invariant observables beyond the
+        energy that the verdict compares between chains: the width ``1/sqrt(h)`` of every
+        recorded hyperparameter (a hierarchical model's groups, the noise level; n kept
+        iterations), named by the model where it names them (``hyper[j]`` otherwise), and
+        the group widths of a scale-factor model (coordinates of the state: n stored
+        samples per chain)."""
+        out: dict[str, np.ndarray] = {}
         h = self.kept.get("hyper_k")
-        if h is None or np.ndim(h) != 3 or np.shape(h)[2] == 0:
-            return {}
-        h = np.asarray(h, dtype=np.float64)
-        names = [f"hyper[{j}]" for j in range(h.shape[2])]
-        arch = self.architecture()
-        if hasattr(arch, "hyper_model") and self.data_name != "none":
-            given = list(arch.hyper_model(self.data().train.y.size).names())
-            if len(given) == h.shape[2]:
-                names = given
-        with np.errstate(divide="ignore", invalid="ignore"):
-            widths = 1.0 / np.sqrt(h)
-        return {f"width[{name}]": widths[:, :, j] for j, name in enumerate(names)}
+        arch = None
+        if h is not None and np.ndim(h) == 3 and np.shape(h)[2] > 0:
+            h = np.asarray(h, dtype=np.float64)
+            names = [f"hyper[{j}]" for j in range(h.shape[2])]
+            arch = self.architecture()
+            if hasattr(arch, "hyper_model") and self.data_name != "none":
+                given = list(arch.hyper_model(self.data().train.y.size).names())
+                if len(given) == h.shape[2]:
+                    names = given
+            with np.errstate(divide="ignore", invalid="ignore"):
+                widths = 1.0 / np.sqrt(h)
+            out.update({f"width[{name}]": widths[:, :, j] for j, name in enumerate(names)})
+        scaled = self.config.get("architecture", {}).get("parameterisation") == "scale"
+        if scaled and self.data_name != "none" and self.sample_iterations().size > 0:
+            arch = arch if arch is not None else self.architecture()
+            pot = arch.potential(self.data().train)
+            per_chain = [pot.group_widths(self.samples(slot=0, chain=c))
+                         for c in range(self.n_chains)]
+            for j, name in enumerate(per_chain[0][0]):
+                out[f"width[{name}]"] = np.stack([w[:, j] for _, w in per_chain], axis=1)
+        return out
 
     # ---- the model ----------------------------------------------------------------------
     @functools.cached_property
