@@ -8,7 +8,9 @@
   Lambda = sum_k r_k of Syed, Bouchard-Côté, Deligiannidis & Doucet (JRSS-B 2022);
 * :func:`rung_acceptance`: HMC acceptance per rung with a standard error and flags;
 * :func:`verdict`: the one-line answer, with its reasons;
-* :func:`assess`: all of the above from a run's trace.
+* :func:`assess`: all of the above from a run's trace;
+* :func:`assess_chains`, :func:`between_chains`: the verdict of a one-rung run of several
+  independent chains (``run.chains``), R-hat between them naming the chain that stands out.
 
 These statistics are only meaningful for observables that do not depend on which replica is
 where and are identified by the posterior: the energy at a temperature slot, test energies and
@@ -369,8 +371,8 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
     if failed:
         return Verdict(False, failed, flags)
     if not evidence and temps.size == 1:
-        evidence.append("no check failed in this one chain (run `thermonet compare` on "
-                        "independent runs for R-hat across chains)")
+        evidence.append("no check failed in this one chain (set run.chains >= 2, or run "
+                        "`thermonet compare` on independent runs, for R-hat across chains)")
     return Verdict(True, evidence, flags)
 
 

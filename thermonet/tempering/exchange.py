@@ -13,6 +13,9 @@ any number of workers. Each slot's stream comes back with the slot's result
 (:meth:`ReplicaExchange._map_slots`), so an executor may run a slot in another process (MPI)
 and every process still holds every stream as a one-process run would.
 
+Independent chains of a one-rung run (``chains``) are slots at the one temperature that never
+swap: slot c draws only from ``streams.slots[c]``, so chain 0 is the one-chain run.
+
 This module takes the sampler class from its caller (the runner gets it from the registry), so
 it depends on no concrete plugin.
 
