@@ -500,8 +500,10 @@ adapt_method = "fixed"
     c = compare_runs([tmp_path / "s1", tmp_path / "s2"])
     assert c["hyperparameters"] == ["layer1.weight", "layer1.bias", "layer2.weight", "noise"]
     h = [iotrace.read_trace(tmp_path / f"s{seed}")["hyper_k"][6:] for seed in (1, 2)]
+    assert h[0].shape[1] == 4           # run.chains: each run's 4 chains are 4 chains here
     for j, name in enumerate(c["hyperparameters"]):
-        d = chain_diagnostics(np.stack([1.0 / np.sqrt(x[:, :, j]) for x in h]))
+        d = chain_diagnostics(np.stack([1.0 / np.sqrt(x[:, [k], j]) for x in h
+                                        for k in range(x.shape[1])]))
         assert c[f"width:{name}"]["n_draws"] == 24
         np.testing.assert_allclose(c[f"width:{name}"]["rhat"], d["rhat"], rtol=1e-12)
         np.testing.assert_allclose(c[f"width:{name}"]["ess_bulk"], d["ess_bulk"], rtol=1e-12)

@@ -70,10 +70,16 @@ def cls_run(tmp_path_factory):
     return _make(tmp_path_factory.mktemp("predict_cls"), CLASSIFIER, "c")
 
 
-def _kept_samples(run_dir, first_iteration, slot=0):
+def _kept_samples(run_dir, first_iteration, slot=0, chains=1):
+    """The trace, and the iteration, chain and parameters of every kept network of the
+    ``chains`` slots from ``slot`` on (a one-rung run's chains), chain after chain."""
     tr = read_trace(run_dir, samples=True)
     keep = tr["samples_iteration"] >= first_iteration
-    return tr, tr["samples_iteration"][keep], tr["samples_theta"][keep][:, slot]
+    its, theta = tr["samples_iteration"][keep], tr["samples_theta"][keep]
+    slots = range(slot, slot + chains)
+    return (tr, np.concatenate([its for _ in slots]),
+            np.concatenate([np.full(its.size, c) for c in slots]),
+            np.concatenate([theta[:, c] for c in slots]))
 
 
 def _invoke(*args):
@@ -103,13 +109,14 @@ def test_regression_predictive_equals_numpy(reg_run, tmp_path):
                                      X[:, 1]]).tolist())
     rec = tn.open_run(reg_run)
     pred = rec.predict(new, quantiles=(0.1, 0.5, 0.9))
-    tr, its, thetas = _kept_samples(reg_run, 3)          # discard 0.34 of 6 iterations
-    assert pred.n_samples == len(thetas) == 4 and pred.temperature == 1.0
+    # discard 0.34 of 6 iterations; the run's 4 chains (run.chains) of 4 networks each
+    tr, its, chain, thetas = _kept_samples(reg_run, 3, chains=4)
+    assert pred.n_samples == len(thetas) == 4 * 4 and pred.temperature == 1.0
     st = rec.data().train.provenance["standardisation"]
     xz = (X - st["x_mean"]) / np.array(st["x_std"])
     f = np.array([forward(th, xz, st) for th in thetas])            # (S, n, 2), file units
     rows = np.searchsorted(tr["iteration"], its)
-    tau = tr["hyper_k"][rows, 0, -1]                     # the noise precision: the last one
+    tau = tr["hyper_k"][rows, chain, -1]                 # the noise precision: the last one
     sd = np.sqrt(1.0 / tau)[:, None, None] * np.array(st["y_std"])  # (S, 1, 2)
     a = pred.arrays
     assert np.allclose(a["f_mean"], f.mean(0), rtol=1e-10, atol=1e-12)
@@ -152,7 +159,7 @@ def test_regression_cli_files_and_json(reg_run, tmp_path):
     assert res.exit_code == 0 and "squared error:" in res.output and "±" in res.output
     with np.load(tmp_path / "p.npz") as z:
         assert np.array_equal(z["f_sd"], pred.arrays["f_sd"])
-        assert json.loads(str(z["summary"]))["n_samples"] == 4
+        assert json.loads(str(z["summary"]))["n_samples"] == 4 * 4    # 4 chains
     assert _invoke("predict", reg_run, new, "--out", tmp_path / "p.nc").exit_code == 0
     with xr.open_dataset(tmp_path / "p.nc") as ds:
         assert np.array_equal(ds["y_mean"].values, pred.arrays["y_mean"])
@@ -166,12 +173,13 @@ def test_inference_data_carries_the_posterior_predictive(reg_run, tmp_path):
     new = write_csv(tmp_path / "new.csv", ["a", "b", "c", "u", "v"], np.hstack([X, Y]).tolist())
     rec = tn.open_run(reg_run)
     idata = rec.to_inference_data(new)
-    _, _, thetas = _kept_samples(reg_run, 3)
+    _, _, _, thetas = _kept_samples(reg_run, 3, chains=4)
     st = rec.data().train.provenance["standardisation"]
     f = np.array([forward(th, (X - st["x_mean"]) / np.array(st["x_std"]), st) for th in thetas])
     pp = idata.posterior_predictive["f"]
-    assert pp.dims == ("chain", "draw", "case", "output") and pp.shape == (1, 4, 40, 2)
-    assert np.allclose(pp.values[0], f, rtol=1e-10, atol=1e-12)
+    # the run's 4 chains are 4 ArviZ chains of 4 draws each
+    assert pp.dims == ("chain", "draw", "case", "output") and pp.shape == (4, 4, 40, 2)
+    assert np.allclose(pp.values.reshape(16, 40, 2), f, rtol=1e-10, atol=1e-12)
     assert np.allclose(idata.observed_data["y"].values, Y, atol=1e-12)
     assert list(idata.posterior["temperature"].values) == ["T=1"]
 
@@ -221,12 +229,12 @@ def test_classification_predictive_equals_numpy(cls_run, tmp_path):
     data = tmp_path / "cases.npz"
     np.savez(data, x=x, labels=y)
     rec = tn.open_run(cls_run)
-    tr, _, _ = _kept_samples(cls_run, rec.first_kept_iteration)
+    tr, _, _, _ = _kept_samples(cls_run, rec.first_kept_iteration)
     first = int(tr["iteration"][math.floor(0.34 * len(tr["iteration"]))])
     assert rec.first_kept_iteration == first
     for temperature, slot in ((None, 0), (2.0, 1)):
         pred = rec.predict(data, temperature)
-        thetas = _kept_samples(cls_run, first, slot)[2]
+        thetas = _kept_samples(cls_run, first, slot)[3]
         p = _probabilities(thetas, x)
         assert pred.n_samples == len(thetas) > 0
         assert np.allclose(pred.arrays["probabilities"], p, rtol=1e-9, atol=1e-15)

@@ -244,7 +244,8 @@ def test_run_and_analyse_a_csv_file_in_its_units(file_cfg, tmp_path):
     assert res.exit_code == 0, res.output
     a = read_analysis(out / "analysis.h5")
     tr = iotrace.read_trace(out, samples=True)
-    thetas = tr["samples_theta"][tr["samples_iteration"] >= 3][:, 0]
+    kept = tr["samples_theta"][tr["samples_iteration"] >= 3]       # (S, chains, P)
+    thetas = np.concatenate(list(kept.transpose(1, 0, 2)))        # every chain's networks
     split = load_file_split(tmp_path / "sub" / "d.csv", outputs=["u", "v"], standardise=True,
                             seed=2)
     st = split.test.provenance["standardisation"]

@@ -551,6 +551,7 @@ seed = 5
 n_iterations = 30
 checkpoint_every = 10
 sample_every = 2
+chains = 1
 [data]
 name = "none"
 [architecture]

@@ -42,8 +42,9 @@ def test_plotted_numbers_equal_numpy(run_dir):
 
     nums = predictive_numbers(run_dir)
     tr = iotrace.read_trace(run_dir, samples=True)
-    thetas = tr["samples_theta"][tr["samples_iteration"] >= 3][:, 0]   # discard 0.34 of 6
-    assert nums.n_samples == len(thetas) == 4
+    kept = tr["samples_theta"][tr["samples_iteration"] >= 3]   # discard 0.34 of 6
+    thetas = np.concatenate(list(kept.transpose(1, 0, 2)))      # every chain's, in turn
+    assert nums.n_samples == len(thetas) == 4 * 4                # 4 chains of 4 samples
     split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
                             standardise=True, seed=2)
     st = split.train.provenance["standardisation"]
@@ -165,9 +166,11 @@ def test_the_noise_band_is_the_mixture_of_each_samples_noise(run_dir, tmp_path):
     nums = predictive_numbers(run_dir, noise=True)
     tr = iotrace.read_trace(run_dir, samples=True)
     kept = tr["samples_iteration"] >= 3
-    thetas = tr["samples_theta"][kept][:, 0]
     rows = np.searchsorted(tr["iteration"], tr["samples_iteration"][kept])
-    tau = tr["hyper_k"][rows, 0, -1]                  # noise precision: the last hyperparameter
+    chains = range(tr["samples_theta"].shape[1])       # every chain's networks, in turn
+    thetas = np.concatenate([tr["samples_theta"][kept][:, c] for c in chains])
+    # noise precision: the last hyperparameter, of each network's chain at its iteration
+    tau = np.concatenate([tr["hyper_k"][rows, c, -1] for c in chains])
     split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
                             standardise=True, seed=2)
     st = split.train.provenance["standardisation"]

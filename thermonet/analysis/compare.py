@@ -37,7 +37,7 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
     kept = rec.kept
     n, start = rec.n_recorded, rec.start
     energy = (np.asarray(kept["energy_k"], dtype=np.float64) if n
-              else np.zeros((0, len(rec.temperatures))))
+              else np.zeros((0, len(rec.temperatures) * rec.n_chains)))
     passages = replica_passages(kept["replica_k"]) if rec.n_kept else None
     # each run's own acceptance per rung, for the frozen-rung rule of its own verdict
     acceptance = (rung_acceptance(kept["n_accepted_k"], rec.n_trajectories)
@@ -47,9 +47,24 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
     series: dict[str, np.ndarray] = {}
     if (run_dir / "analysis.h5").is_file():
         series = read_analysis(run_dir / "analysis.h5").series
+    # a one-rung run of several chains is that many chains here: its slots, one by one
+    c = rec.n_chains
     return {"dir": run_dir, "config": rec.config, "temperatures": rec.temperatures,
-            "energy": energy, "passages": passages, "series": series, "discard": rec.discard,
-            "acceptance": acceptance, "hyper": hyper, "uuid": rec.run_uuid, "seed": rec.seed}
+            "energy": [energy[:, [j]] for j in range(c)] if c > 1 else [energy],
+            "passages": passages, "discard": rec.discard, "acceptance": acceptance,
+            "series": _chain_series(series, c),
+            "hyper": (None if hyper is None else
+                      [hyper[:, [j]] for j in range(c)] if c > 1 else [hyper]),
+            "uuid": rec.run_uuid, "seed": rec.seed, "n_chains": c}
+
+
+def _chain_series(series: dict[str, np.ndarray], n_chains: int) -> list[dict[str, np.ndarray]]:
+    """An analysis's per-sample series, one dict per chain (``sample_chain`` says whose)."""
+    if n_chains == 1 or "sample_chain" not in series:
+        return [series]
+    which = np.asarray(series["sample_chain"])
+    return [{name: np.asarray(a)[which == j] for name, a in series.items()}
+            for j in range(n_chains)]
 
 
 def hyper_names(cfg: dict[str, Any], n: int) -> list[str]:
@@ -79,8 +94,9 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
                  ) -> dict[str, Any]:
     """Split-R-hat and bulk/tail ESS per temperature across independent runs.
 
-    Each run is one chain of the mean training energy at every temperature slot (the trace's
-    ``energy_k`` after the run's ``run.discard`` fraction), and, when every run has an
+    Each run is one chain (a one-rung run of several chains is as many) of the mean training
+    energy at every temperature slot (the trace's ``energy_k`` after the run's
+    ``run.discard`` fraction), and, when every run has an
     ``analysis.h5`` with per-sample test energies and errors (``thermonet analyse``), of those
     too. Chains are cut to the shortest run's length (keeping their ends).
 
@@ -186,14 +202,14 @@ def _observables(runs: list[dict[str, Any]], out: dict[str, Any]) -> dict[str, n
     """The chains compared, (n_runs, n_draws, K) each: the training energy, the per-sample
     test observables when every run has them, and the hyperparameters' widths (their names
     go to ``out["hyperparameters"]``)."""
-    observables = {"train_energy": _stack([r["energy"] for r in runs])}
-    if all(all(name in r["series"] for name in SAMPLE_OBSERVABLES) for r in runs):
+    observables = {"train_energy": _stack([e for r in runs for e in r["energy"]])}
+    series = [s for r in runs for s in r["series"]]
+    if all(all(name in s for name in SAMPLE_OBSERVABLES) for s in series):
         for name in SAMPLE_OBSERVABLES:
-            observables[name] = _stack([np.asarray(r["series"][name], np.float64)
-                                        for r in runs])
+            observables[name] = _stack([np.asarray(s[name], np.float64) for s in series])
     # hierarchical models: each recorded hyperparameter's width 1/sqrt(precision), one chain
     # per run (invariant under the network's symmetries, unlike the weights)
-    widths = [r["hyper"] for r in runs]
+    widths = [w for r in runs for w in (r["hyper"] or [None])]
     if all(w is not None and w.shape[2] > 0 for w in widths) and len(
             {w.shape[2] for w in widths}) == 1:
         names = hyper_names(runs[0]["config"], widths[0].shape[2])
@@ -267,7 +283,8 @@ def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
         acc: RungAcceptance | None = r["acceptance"]
         if acc is None:
             continue
-        own = verdict(temps, acceptance=acc)
+        own = verdict(temps, acceptance=acc,
+                      unit="chain" if r["n_chains"] > 1 else "rung")
         if not own.mixed:
             failed.extend(f"{r['dir']}: {reason}" for reason in own.reasons)
         flags.extend(f"{r['dir']}: {flag}" for flag in own.flags)

@@ -1,6 +1,7 @@
 """``export_run`` (what ``thermonet export`` runs): runs' per-temperature observables as an
-ArviZ InferenceData netCDF file, one chain per run. ArviZ is optional (``pip install
-'thermonet[arviz]'``) and imported only here, only when asked."""
+ArviZ InferenceData netCDF file, one chain per run (per chain for a one-rung run of several
+chains). ArviZ is optional (``pip install 'thermonet[arviz]'``) and imported only here, only
+when asked."""
 
 from __future__ import annotations
 
@@ -65,15 +66,18 @@ def _chains(records: Sequence[RunReader], name: str, cols: Any, dtype: Any = np.
     """(chain, draw, ...) of the trace field ``name`` (its columns ``cols``, or all of a
     one-column field when None) after each run's discard, every chain cut to the shortest
     (keeping the ends, the draws furthest from the starts); zeros for a field the run's
-    trace lacks."""
+    trace lacks. A one-rung run of several chains gives each of its chains (the columns of
+    its one rung) in turn."""
     n = min(r.n_kept for r in records)
     out = []
     for r in records:
         a = r.kept.get(name)
         if a is None:
-            a = np.zeros((r.n_kept, len(r.temperatures)))
-        a = np.asarray(a) if cols is None else np.asarray(a)[:, cols]
-        out.append(np.asarray(a[a.shape[0] - n:], dtype=dtype))
+            a = np.zeros((r.n_kept, len(r.temperatures) * r.n_chains))
+        a = np.asarray(a)
+        for c in range(r.n_chains):
+            part = a if cols is None else a[:, [c] if r.n_chains > 1 else cols]
+            out.append(np.asarray(part[part.shape[0] - n:], dtype=dtype))
     return np.stack(out)
 
 
@@ -100,12 +104,12 @@ def _trace_groups(records: Sequence[RunReader]) -> tuple[dict[str, Any], dict[st
 
 def inference_data(runs: Any, *, data: Any = None, temperature: float | None = None,
                    discard: float | None = None, mnist_dir: str | None = None) -> Any:
-    """Runs' kept traces as ``arviz.InferenceData``, one chain per run, dims (chain, draw,
-    temperature).
+    """Runs' kept traces as ``arviz.InferenceData``, dims (chain, draw, temperature).
 
-    Every run (a path or a :class:`~thermonet.analysis.run_record.RunRecord`) is one chain;
-    independent runs of one configuration and ladder (different ``run.seed``) make the
-    chains ArviZ compares (R-hat needs at least two). Each chain keeps the iterations after
+    Every run (a path or a :class:`~thermonet.analysis.run_record.RunRecord`) is one chain,
+    or as many as it ran (``run.chains`` of a one-rung run); independent runs of one
+    configuration and ladder (different ``run.seed``) make the chains ArviZ compares (R-hat
+    needs at least two). Each chain keeps the iterations after
     its run's discard (``discard`` overrides it), cut to the shortest chain (keeping the
     ends), so the means are those of ``thermonet info``. The temperatures are labelled
     ``T=0.147``, ...; the prior rung (``T = inf``: draws from the prior, not the posterior)
@@ -134,7 +138,7 @@ def inference_data(runs: Any, *, data: Any = None, temperature: float | None = N
     dims = {name: ["temperature"] for name in (*posterior, *stats)}
     dims.update({"iteration": [], "swap_attempted": ["pair"], "swap_accepted": ["pair"],
                  "t_low": ["pair"], "t_high": ["pair"]})
-    coords = {"chain": np.arange(len(records)),
+    coords = {"chain": np.arange(posterior["energy"].shape[0]),
               "draw": np.arange(posterior["energy"].shape[1]),
               "temperature": temperature_label(finite), "pair": pair_labels}
     idata = az.from_dict(
@@ -156,7 +160,8 @@ def _attrs(records: Sequence[RunReader], temps: np.ndarray) -> dict[str, Any]:
             "iterations": [r.iterations for r in records],
             "discard": [r.discard for r in records],
             "discarded_iterations": [r.start for r in records],
-            "n_chains": len(records),
+            "n_chains": sum(r.n_chains for r in records),
+            "chains_per_run": [r.n_chains for r in records],
             "prior_rung": ("left out of the per-temperature groups (T = inf: draws from the "
                            "prior)" if np.isinf(temps[-1]) else "none"),
             "n_trajectories": [int(v) for v in ref.n_trajectories],
@@ -165,7 +170,7 @@ def _attrs(records: Sequence[RunReader], temps: np.ndarray) -> dict[str, Any]:
 
 def _add_predictive(idata: Any, rec: RunReader, data: Any, temperature: float | None,
                     mnist_dir: str | None) -> None:
-    """Add the predictive of ``rec``'s stored networks on ``data`` (one chain)."""
+    """Add the predictive of ``rec``'s stored networks on ``data`` (its chains)."""
     import xarray as xr
 
     from thermonet.analysis.prediction import predictive_draws, summarise_draws
@@ -175,9 +180,10 @@ def _add_predictive(idata: Any, rec: RunReader, data: Any, temperature: float | 
     regression = d.task == "regression"
     name, last = ("f", "output") if regression else ("p", "class")
     out = d.outputs if regression else np.exp(d.outputs)
-    coords = {"chain": [0], "draw": np.arange(out.shape[0]), "case": np.arange(out.shape[1]),
-              last: list(pred.names)}
-    pp = xr.Dataset({name: (("chain", "draw", "case", last), out[None])}, coords=coords,
+    out = out.reshape(rec.n_chains, out.shape[0] // rec.n_chains, *out.shape[1:])
+    coords = {"chain": np.arange(rec.n_chains), "draw": np.arange(out.shape[1]),
+              "case": np.arange(out.shape[2]), last: list(pred.names)}
+    pp = xr.Dataset({name: (("chain", "draw", "case", last), out)}, coords=coords,
                     attrs={"temperature": d.temperature, "source": d.source})
     groups: dict[str, Any] = {"posterior_predictive": pp}
     if d.has_targets:

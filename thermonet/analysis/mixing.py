@@ -8,7 +8,9 @@
   Lambda = sum_k r_k of Syed, Bouchard-Côté, Deligiannidis & Doucet (JRSS-B 2022);
 * :func:`rung_acceptance`: HMC acceptance per rung with a standard error and flags;
 * :func:`verdict`: the one-line answer, with its reasons;
-* :func:`assess`: all of the above from a run's trace.
+* :func:`assess`: all of the above from a run's trace;
+* :func:`assess_chains`, :func:`between_chains`: the verdict of a one-rung run of several
+  independent chains (``run.chains``), R-hat between them naming the chain that stands out.
 
 These statistics are only meaningful for observables that do not depend on which replica is
 where and are identified by the posterior: the energy at a temperature slot, test energies and
@@ -213,10 +215,10 @@ def _runs_of(mask: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-def _rungs(first: int, last: int, verb: str, value: float) -> str:
+def _rungs(first: int, last: int, verb: str, value: float, unit: str = "rung") -> str:
     if first == last:
-        return f"rung {first} {verb}s {value:.2f}"
-    return f"rungs {first}-{last} {verb} {value:.2f}"
+        return f"{unit} {first} {verb}s {value:.2f}"
+    return f"{unit}s {first}-{last} {verb} {value:.2f}"
 
 
 @dataclass
@@ -246,8 +248,10 @@ def _restart_rule(found: _Findings, restarts: int, round_trips: int | None,
                                  else ""))
 
 
-def _acceptance_rules(found: _Findings, temps: np.ndarray, acceptance: RungAcceptance) -> None:
-    """Fail on frozen rungs; flag rungs that accepted nothing and timid ones."""
+def _acceptance_rules(found: _Findings, temps: np.ndarray, acceptance: RungAcceptance,
+                      unit: str = "rung") -> None:
+    """Fail on frozen rungs (or chains: ``unit``); flag those that accepted nothing and timid
+    ones."""
     acc = acceptance.acceptance
     # a prior rung (T = inf) draws exactly: it accepts everything by construction
     sampled = np.isfinite(temps)
@@ -256,16 +260,16 @@ def _acceptance_rules(found: _Findings, temps: np.ndarray, acceptance: RungAccep
                                     acceptance.frozen & sampled,
                                     acceptance.timid & sampled)
     for a, b in _runs_of(acceptance.frozen):
-        found.failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1]))))
+        found.failed.append(_rungs(a, b, "accept", float(np.max(acc[a:b + 1])), unit))
     zero = np.flatnonzero(acc == 0.0)
     if zero.size:
         n_zero = int(np.min(np.broadcast_to(acceptance.n_trajectories, acc.shape)[zero]))
-        found.flags.append(f"rung{'s' if zero.size > 1 else ''} "
+        found.flags.append(f"{unit}{'s' if zero.size > 1 else ''} "
                            f"{', '.join(str(int(i)) for i in zero)} accepted 0 of "
                            f"{n_zero} trajectories (error bar undefined; "
                            f"95% bound < {3 / max(n_zero, 1):.2g})")
     for a, b in _runs_of(acceptance.timid):
-        found.flags.append(_rungs(a, b, "accept", float(np.min(acc[a:b + 1])))
+        found.flags.append(_rungs(a, b, "accept", float(np.min(acc[a:b + 1])), unit)
                            + f" (> {ACCEPT_TIMID:g}: steps too timid)")
 
 
@@ -312,7 +316,8 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
             elapsed_s: float | None = None, acceptance: RungAcceptance | None = None,
             rhat: Any = None, ess_bulk: Any = None, swaps: SwapBarrier | None = None,
             rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
-            rhat_decides: bool = True, min_restarts: int = MIN_RESTARTS) -> Verdict:
+            rhat_decides: bool = True, min_restarts: int = MIN_RESTARTS,
+            unit: str = "rung") -> Verdict:
     """Has the run mixed? Every piece of evidence is optional; the rules use what is given.
 
     Not mixed when: the ladder has more than one rung and its replicas made fewer than
@@ -342,6 +347,9 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
         True (the default) for a condition; False reports R-hat as a flag only.
     min_restarts : int
         Restarts required (``run.min_restarts``, :data:`MIN_RESTARTS`).
+    unit : str
+        What ``acceptance``'s columns are, in messages: ``rung``, or ``chain`` for the
+        chains of a one-rung run.
 
     Returns
     -------
@@ -352,7 +360,7 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
     if temps.size > 1 and restarts is not None:
         _restart_rule(found, restarts, round_trips, elapsed_s, min_restarts)
     if acceptance is not None:
-        _acceptance_rules(found, temps, acceptance)
+        _acceptance_rules(found, temps, acceptance, unit)
     if rhat is not None:
         _rhat_rule(found, temps, np.asarray(rhat, dtype=np.float64), rhat_max, rhat_decides)
     if ess_bulk is not None:
@@ -363,8 +371,8 @@ def verdict(temperatures: Any, *, restarts: int | None = None, round_trips: int 
     if failed:
         return Verdict(False, failed, flags)
     if not evidence and temps.size == 1:
-        evidence.append("no check failed in this one chain (run `thermonet compare` on "
-                        "independent runs for R-hat across chains)")
+        evidence.append("no check failed in this one chain (set run.chains >= 2, or run "
+                        "`thermonet compare` on independent runs, for R-hat across chains)")
     return Verdict(True, evidence, flags)
 
 
@@ -453,6 +461,91 @@ def assess(trace: Mapping[str, Any], temperatures: Any, *, n_trajectories: Any, 
     return Mixing(passages, swaps, acc, diag, v)
 
 
+# --- independent chains of one rung ------------------------------------------------------------
+
+def standing_out(draws: Any) -> int:
+    """The chain whose draws sit furthest from the others: the largest distance of a chain's
+    mean pooled rank from the middle rank (``draws``: shape (n_chains, n_draws))."""
+    x = np.asarray(draws, dtype=np.float64)
+    z = rank_normalise(x)
+    return int(np.argmax(np.abs(z.mean(axis=1))))
+
+
+def between_chains(observables: Mapping[str, Any], *, rhat_max: float = RHAT_MAX
+                   ) -> tuple[str | None, str]:
+    """R-hat between independent chains of one rung, over permutation-invariant
+    observables (the energy, hyperparameter widths, the noise level; never raw weights).
+
+    ``observables``: name -> draws of shape (n_draws, n_chains). Returns ``(failure, evidence)``:
+    the failure (None when every R-hat is at most ``rhat_max``) names the observable with the
+    largest rank-normalised split R-hat (Vehtari et al. 2021) and the chain that stands out
+    (:func:`standing_out`) with its mean against the others' range; the evidence is the largest
+    R-hat and where.
+    """
+    worst: tuple[float, str, np.ndarray] | None = None
+    undefined = []
+    for name, values in observables.items():
+        x = np.asarray(values, dtype=np.float64).T          # (chains, draws)
+        r = split_rhat(x) if np.all(np.isfinite(x)) else math.nan
+        if not math.isfinite(r):
+            undefined.append(name)
+        elif worst is None or r > worst[0]:
+            worst = (r, name, x)
+    if worst is None:
+        return None, f"R-hat between chains undefined ({', '.join(undefined)})"
+    r, name, x = worst
+    n_chains = x.shape[0]
+    if r <= rhat_max:
+        return None, f"max split R-hat {r:.2f} between {n_chains} chains ({name})"
+    c = standing_out(x)
+    means = x.mean(axis=1)
+    others = np.delete(means, c)
+    return (f"split R-hat {r:.2f} of {name} between {n_chains} chains (> {rhat_max:g}): chain "
+            f"{c} stands out ({name} {means[c]:.3g} against {others.min():.3g}-"
+            f"{others.max():.3g} in the others)"), ""
+
+
+def assess_chains(trace: Mapping[str, Any], temperature: float, *, n_trajectories: Any,
+                  start: int = 0, observables: Mapping[str, Any] | None = None,
+                  ess_min: float = ESS_MIN, rhat_max: float = RHAT_MAX) -> Mixing:
+    """The mixing diagnostics and verdict of a one-rung run of several independent chains.
+
+    The trace's slot axis is the chain axis. Not mixed when some chain is frozen, when the
+    rank-normalised split R-hat between the chains of any observable exceeds ``rhat_max``
+    (the verdict names the observable and the chain that stands out), or when the bulk ESS of
+    the energy over all chains is below ``ess_min``. ``observables``: name -> kept draws
+    (n_kept, n_chains) beyond the training energy (``energy``, always included), e.g. the
+    widths of a hierarchical model's hyperparameters and its noise level.
+    """
+    rows = np.asarray(trace.get("iteration", np.zeros(0))).shape[0]
+    sl = slice(start, rows)
+    energy = np.asarray(trace["energy_k"], dtype=np.float64)[sl]
+    n_chains = energy.shape[1]
+    temps = np.full(n_chains, float(temperature))
+    passages = Passages(np.zeros(n_chains, np.int64), np.zeros(n_chains, np.int64))
+    swaps = swap_barrier(np.zeros((0, 0)), np.zeros((0, 0)))
+    acc = rung_acceptance(np.asarray(trace["n_accepted_k"])[sl] if rows else
+                          np.zeros((0, n_chains)), n_trajectories)
+    diag = chain_diagnostics(energy.T[:, :, None])
+    if rows <= start:
+        return Mixing(passages, swaps, acc, diag, Verdict(False, [
+            f"no production iterations {'kept ' if rows else 'yet'}".strip()]))
+    found = _Findings()
+    _acceptance_rules(found, temps, acc, unit="chain")
+    failure, evidence = between_chains({"energy": energy, **dict(observables or {})},
+                                       rhat_max=rhat_max)
+    if failure is not None:
+        found.failed.append(failure)
+    elif evidence.startswith("max"):
+        found.evidence.append(evidence)
+    else:
+        found.flags.append(evidence)
+    _ess_rule(found, temps[:1], diag["ess_bulk"], ess_min)
+    if found.failed:
+        return Mixing(passages, swaps, acc, diag, Verdict(False, found.failed, found.flags))
+    return Mixing(passages, swaps, acc, diag, Verdict(True, found.evidence, found.flags))
+
+
 __all__ = [
     "ACCEPT_FROZEN",
     "ACCEPT_TIMID",
@@ -465,6 +558,8 @@ __all__ = [
     "SwapBarrier",
     "Verdict",
     "assess",
+    "assess_chains",
+    "between_chains",
     "chain_diagnostics",
     "ess",
     "ess_bulk",
@@ -475,6 +570,7 @@ __all__ = [
     "rung_acceptance",
     "split_chains",
     "split_rhat",
+    "standing_out",
     "swap_barrier",
     "verdict",
     "verdict_rules",

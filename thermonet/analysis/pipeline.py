@@ -123,14 +123,17 @@ def _trace_table(rec: RunRecord) -> tuple[dict[str, np.ndarray], list[str]]:
     if n_used > 0:
         kept = rec.kept
         e_nk = np.asarray(kept["energy_k"], dtype=np.float64)
-        table["acceptance"] = kept["n_accepted_k"].sum(axis=0) / (n_used * rec.n_trajectories)
-        table["dt"] = np.asarray(kept["step_size_k"], dtype=np.float64).mean(axis=0)
+        acc = kept["n_accepted_k"].sum(axis=0) / (n_used * rec.n_trajectories)
+        dt = np.asarray(kept["step_size_k"], dtype=np.float64).mean(axis=0)
+        # a one-rung run of several chains: its one row averages the chains (equal lengths)
+        table["acceptance"] = acc.reshape(k_n, -1).mean(axis=1)
+        table["dt"] = dt.reshape(k_n, -1).mean(axis=1)
         short = []
         for k in range(k_n):
-            m, err, tau = series_stats(e_nk[:, k])
+            m, err, tau = _energy_stats(e_nk[:, rec.chain_slots(k)])
             table["train_energy"][k], table["train_energy_err"][k] = m, err
             table["tau_train_energy"][k] = tau
-            c, cerr = heat_capacity(e_nk[:, k], temps[k])
+            c, cerr = heat_capacity(pooled(e_nk[:, rec.chain_slots(k)]), temps[k])
             table["heat_capacity"][k], table["heat_capacity_err"][k] = c, cerr
             if np.isfinite(tau) and n_used < MIN_TAU_MULTIPLE * tau:
                 short.append(float(temps[k]))
@@ -146,12 +149,30 @@ def _trace_table(rec: RunRecord) -> tuple[dict[str, np.ndarray], list[str]]:
     return table, warnings
 
 
+def _energy_stats(e_nc: np.ndarray) -> tuple[float, float, float]:
+    """:func:`series_stats` of the energy of the chains ``e_nc`` (n, C) of one rung: the
+    mean of the chains' means, its error from theirs, the mean autocorrelation time."""
+    each = [series_stats(e_nc[:, c]) for c in range(e_nc.shape[1])]
+    if len(each) == 1:
+        return each[0]
+    means, errs, taus = (np.array(v) for v in zip(*each, strict=True))
+    return (float(means.mean()), float(np.sqrt(np.sum(errs ** 2)) / len(each)),
+            float(taus.mean()))
+
+
+def pooled(a: np.ndarray) -> np.ndarray:
+    """The columns (axis 1) of ``a`` one after the other along axis 0: the draws of every
+    chain of a rung, chain by chain, as :meth:`RunRecord.samples` gives them."""
+    a = np.asarray(a)
+    return np.concatenate([a[:, c] for c in range(a.shape[1])]) if a.shape[1] > 1 else a[:, 0]
+
+
 def _sample_columns(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[str],
                     arch: Any, split: Any, *, test: bool, predictive: bool, workers: int,
                     world: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Fill the table's columns of the stored samples (train/test errors, test energies, the
     predictive); return the per-sample series and the hyperparameter widths."""
-    used_its = rec.sample_iterations()
+    used_its = np.tile(rec.sample_iterations(), rec.n_chains)   # chain by chain
     n_s = int(used_its.size)
     table["n_samples"][:] = n_s
     n_train = len(split.train.y) if split is not None else 0
@@ -169,10 +190,16 @@ def _sample_columns(rec: RunRecord, table: dict[str, np.ndarray], warnings: list
     widths: tuple[list[str], np.ndarray] | None = None
     if split is not None and n_s > 0:
         series["sample_iteration"] = np.asarray(used_its, dtype=np.int64)
+        if rec.n_chains > 1:
+            series["sample_chain"] = np.repeat(np.arange(rec.n_chains, dtype=np.int64),
+                                               n_s // rec.n_chains)
         widths = _evaluate_slots(rec, table, series, arch, split, test=test,
                                  predictive=predictive, workers=workers, world=world)
     kept = rec.kept
-    hyper = hyper_widths(arch, split, kept["hyper_k"]) if (
+    hyper_k = kept.get("hyper_k")
+    if hyper_k is not None and rec.n_chains > 1 and np.ndim(hyper_k) == 3:
+        hyper_k = pooled(hyper_k)[:, None]          # the chains of the one rung, pooled
+    hyper = hyper_widths(arch, split, hyper_k) if (
         "hyper_k" in kept and rec.n_kept > 0 and arch is not None and split is not None) else {}
     if widths is not None and widths[1].shape[2] > 0:
         hyper = with_state_widths(hyper, widths[0], widths[1])
@@ -242,7 +269,8 @@ def _ladder_health(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[
     evidence = None if _gaussian(rec) or n_used < 2 else model_evidence(
         temps, np.asarray(kept.get("swap_energy_k", kept["energy_k"]), dtype=np.float64),
         mx.verdict)
-    table["acceptance_err"] = mx.acceptance.error
+    err = mx.acceptance.error.reshape(k_n, -1)
+    table["acceptance_err"] = np.sqrt(np.sum(err ** 2, axis=1)) / err.shape[1]
     table["rhat_train_energy"] = mx.diagnostics["rhat"]
     table["ess_bulk_train_energy"] = mx.diagnostics["ess_bulk"]
     table["ess_tail_train_energy"] = mx.diagnostics["ess_tail"]
@@ -325,7 +353,9 @@ def _with_scale_factors(rec: RunRecord, arch: Any, split: Any, hyper: dict[str, 
     if rec.sample_iterations().size == 0:
         return hyper
     pot = arch.potential(split.train)
-    per_slot = [pot.group_widths(rec.samples(slot=k)) for k in range(rec.temperatures.size)]
+    per_slot = ([pot.group_widths(rec.samples(slot=0, chain=c)) for c in range(rec.n_chains)]
+                if rec.n_chains > 1 else
+                [pot.group_widths(rec.samples(slot=k)) for k in range(rec.temperatures.size)])
     names = per_slot[0][0]
     return with_state_widths(hyper, names, np.stack([w for _, w in per_slot], axis=1))
 
@@ -342,6 +372,7 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         "n_iterations": int(cfg.get("run", {}).get("n_iterations", rec.iterations)),
         "discarded_iterations": start,
         "temperatures": [float(t) for t in rec.temperatures],
+        "chains": rec.n_chains,
         "dt": [float(v) for v in np.atleast_1d(ck.slots["step_size"])],
         "elapsed_s": float(ck.counters.get("elapsed_s", 0.0)),
         "blas_backend": ck.blas_backend,

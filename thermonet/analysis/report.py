@@ -85,8 +85,9 @@ class Analysis:
         ``mixed``, ``reasons``, ``flags``, ``text``); JSON-serialisable.
     series : dict of str -> ndarray
         Per stored sample after the discard: ``sample_iteration`` (S,) and ``train_error``,
-        ``test_energy``, ``test_error`` (S, K); empty without data or samples. ``thermonet
-        compare`` computes R-hat across runs from them.
+        ``test_energy``, ``test_error`` (S, K); empty without data or samples. A one-rung run
+        of several chains has every chain's samples, chain by chain, and ``sample_chain``
+        (S,), the chain of each. ``thermonet compare`` computes R-hat across runs from them.
     """
 
     run_dir: Path

@@ -127,8 +127,20 @@ class RunReader:
 
     @property
     def temperatures(self) -> np.ndarray:
-        """T_k of the slots, ascending (read-only)."""
+        """T_k of the rungs, ascending (read-only)."""
         return self.ladder.temperature_k
+
+    @property
+    def n_chains(self) -> int:
+        """Independent chains of a one-rung run (``run.chains``; 1 for a ladder): the trace's
+        and the stored samples' slot axis is then the chain axis."""
+        n_slots = int(np.asarray(self.checkpoint.replica_k).size)
+        return max(n_slots // self.ladder.n_temperatures, 1)
+
+    def chain_slots(self, k: int) -> list[int]:
+        """The slots (trace and sample columns) of rung ``k``: ``[k]`` on a ladder, every
+        chain's on one rung."""
+        return list(range(self.n_chains)) if self.n_chains > 1 else [int(k)]
 
     @property
     def seed(self) -> Any:
@@ -190,8 +202,14 @@ class RunReader:
     def mixing(self) -> Mixing:
         """The mixing diagnostics of the kept iterations (:func:`~thermonet.analysis.mixing.
         assess`)."""
-        from thermonet.analysis.mixing import assess, verdict_rules
+        from thermonet.analysis.mixing import assess, assess_chains, verdict_rules
 
+        rules = verdict_rules(self.config.get("run", {}))
+        if self.n_chains > 1:
+            return assess_chains(self.trace, float(self.temperatures[0]),
+                                 n_trajectories=self.n_trajectories, start=self.start,
+                                 observables=self.chain_observables(),
+                                 ess_min=rules["ess_min"])
         return assess(self.trace, self.temperatures, n_trajectories=self.n_trajectories,
                       start=self.start, elapsed_s=self.elapsed_s,
                       **verdict_rules(self.config.get("run", {})))
@@ -230,12 +248,51 @@ class RunReader:
         """Iterations of the stored samples after the discard."""
         return np.asarray(self._store.select(self.first_kept_iteration), dtype=np.int64)
 
-    def samples(self, temperature: float | None = None, *, slot: int | None = None
-                ) -> np.ndarray:
-        """The stored parameter vectors at ``temperature`` (see :meth:`slot`), or at slot
-        ``slot``, after the discard, shape (S, n_params)."""
+    def samples(self, temperature: float | None = None, *, slot: int | None = None,
+                chain: int | None = None) -> np.ndarray:
+        """The stored parameter vectors at ``temperature`` (see :meth:`slot`), or at rung
+        ``slot``, after the discard, shape (S, n_params): every chain's, chain by chain
+        (:meth:`sample_iterations` of each), or only chain ``chain``'s."""
         k = self.slot(temperature) if slot is None else int(slot)
-        return np.asarray(self._store.slot(k, self.first_kept_iteration))
+        cols = self.chain_slots(k)
+        if chain is not None:
+            if not 0 <= int(chain) < len(cols):
+                raise ConfigError(f"chain {chain} of {self.path}; expected 0 to "
+                                  f"{len(cols) - 1} (the run has {self.n_chains} chain(s))")
+            cols = [cols[int(chain)]]
+        parts = [np.asarray(self._store.slot(c, self.first_kept_iteration)) for c in cols]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def chain_observables(self) -> dict[str, np.ndarray]:
+        """The kept draws (n, n_chains) of the permutation-invariant observables beyond the
+        energy that the verdict compares between chains: the width ``1/sqrt(h)`` of every
+        recorded hyperparameter (a hierarchical model's groups, the noise level; n kept
+        iterations), named by the model where it names them (``hyper[j]`` otherwise), and
+        the group widths of a scale-factor model (coordinates of the state: n stored
+        samples per chain)."""
+        out: dict[str, np.ndarray] = {}
+        h = self.kept.get("hyper_k")
+        arch = None
+        if h is not None and np.ndim(h) == 3 and np.shape(h)[2] > 0:
+            h = np.asarray(h, dtype=np.float64)
+            names = [f"hyper[{j}]" for j in range(h.shape[2])]
+            arch = self.architecture()
+            if hasattr(arch, "hyper_model") and self.data_name != "none":
+                given = list(arch.hyper_model(self.data().train.y.size).names())
+                if len(given) == h.shape[2]:
+                    names = given
+            with np.errstate(divide="ignore", invalid="ignore"):
+                widths = 1.0 / np.sqrt(h)
+            out.update({f"width[{name}]": widths[:, :, j] for j, name in enumerate(names)})
+        scaled = self.config.get("architecture", {}).get("parameterisation") == "scale"
+        if scaled and self.data_name != "none" and self.sample_iterations().size > 0:
+            arch = arch if arch is not None else self.architecture()
+            pot = arch.potential(self.data().train)
+            per_chain = [pot.group_widths(self.samples(slot=0, chain=c))
+                         for c in range(self.n_chains)]
+            for j, name in enumerate(per_chain[0][0]):
+                out[f"width[{name}]"] = np.stack([w[:, j] for _, w in per_chain], axis=1)
+        return out
 
     # ---- the model ----------------------------------------------------------------------
     @functools.cached_property
@@ -268,17 +325,20 @@ class RunReader:
         """The noise standard deviation (model units) of the stored networks at
         ``iterations`` of ``slot``: ``sqrt(T / tau)`` with tau the noise precision recorded
         in the trace (``hyper_k``), or the architecture's known ``noise_std`` times
-        ``sqrt(T)``; None when the run has no noise level."""
+        ``sqrt(T)``, for every chain of a one-rung run (chain by chain, as :meth:`samples`);
+        None when the run has no noise level."""
         temperature = float(self.temperatures[slot])
+        cols = self.chain_slots(slot)
         known = getattr(arch, "noise_std", None)
         if known is not None:
-            return np.full(len(iterations), float(known) * math.sqrt(temperature))
+            return np.full(len(iterations) * len(cols), float(known) * math.sqrt(temperature))
         names = (list(arch.hyper_model(train.y.size).names())
                  if hasattr(arch, "hyper_model") else [])
         if "noise" not in names or "hyper_k" not in self.trace:
             return None
         rows = np.searchsorted(self.trace["iteration"], iterations)
-        tau = np.asarray(self.trace["hyper_k"])[rows, slot, names.index("noise")]
+        hyper = np.asarray(self.trace["hyper_k"])
+        tau = np.concatenate([hyper[rows, c, names.index("noise")] for c in cols])
         return np.sqrt(temperature / tau)
 
     # ---- what the samples say -----------------------------------------------------------

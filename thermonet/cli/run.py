@@ -256,9 +256,13 @@ def _summary(s: dict[str, Any]) -> None:
         click.echo(f"step sizes corrected in {len(retune)} rounds of {retune[0]['iterations']} "
                    f"warm-up iterations (acceptance measured {spans}), then frozen")
     rho = (s.get("local_exploration") or {}).get("rho1") or [math.nan] * len(s["temperatures"])
-    click.echo(f"{'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} {'<E>':>12} {'swap->next':>10} "
-               f"{'rho1(E)':>8}")
-    for k, t in enumerate(s["temperatures"]):
+    chains = int(s.get("chains", 1))
+    click.echo(f"{'chain' if chains > 1 else 'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} "
+               f"{'<E>':>12} {'swap->next':>10} {'rho1(E)':>8}")
+    # a one-rung run of several chains: one row per chain, at the one temperature
+    slot_t = [t for t in s["temperatures"] for _ in range(chains)]
+    rho = rho if len(rho) == len(slot_t) else [math.nan] * len(slot_t)
+    for k, t in enumerate(slot_t):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
         click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
                    f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10} "
@@ -267,5 +271,6 @@ def _summary(s: dict[str, Any]) -> None:
     for k, row in enumerate(hyper.get("width", [])):
         cells = ", ".join(f"{n} {v:.4g} ± {e:.2g}" for n, v, e in
                           zip(hyper["names"], row, hyper["width_err"][k], strict=True))
-        click.echo(f"hyper      T = {s['temperatures'][k]:.4g}: {cells}")
+        where = (f"chain {k}" if chains > 1 else f"T = {s['temperatures'][k]:.4g}")
+        click.echo(f"hyper      {where}: {cells}")
     click.echo(f"verdict    {s['verdict']}")

@@ -111,16 +111,18 @@ def plan(cfg: Any, arch: Any) -> str:
     n_leapfrog = cfg["sampler"].get("n_leapfrog")
     n_params = int(arch.n_params)
     rows = data_rows(cfg["data"]["name"])
-    steps = n_iter * int(per_rung.sum())
+    chains = int(cfg["run"].get("chains") or 1)
+    steps = n_iter * int(per_rung.sum()) * chains
+    slots = f"{n_slots} rung(s)" if chains == 1 else f"{chains} chains"
     each = (f"{n_traj}" if per_rung.min() == per_rung.max()
             else f"{n_traj} ({int(per_rung.max())} in the slow band)")
     if isinstance(n_leapfrog, int):
         grads = steps * n_leapfrog
-        work = (f"{n_slots} rung(s) x {n_iter} iterations x {each} trajectories x "
+        work = (f"{slots} x {n_iter} iterations x {each} trajectories x "
                 f"L = {n_leapfrog} = {grads:,} gradients")
     else:
         grads = steps
-        work = f"{n_slots} rung(s) x {n_iter} iterations x {each} transitions = {grads:,}"
+        work = f"{slots} x {n_iter} iterations x {each} transitions = {grads:,}"
     line = (f"about to run {cfg['architecture']['name']} ({n_params:,} parameters) on "
             f"{cfg['data']['name']} with {cfg['sampler']['name']}: {work} (plus burn-in)")
     if rows and isinstance(n_leapfrog, int):

@@ -61,6 +61,10 @@ from thermonet.tempering import SCHEMES, Ladder, make_scheme
 
 log = logging.getLogger(__name__)
 
+#: independent chains of a one-rung run when ``run.chains`` is unset (Stan's default: one
+#: chain cannot see that it is stuck, several started apart can)
+DEFAULT_CHAINS = 4
+
 #: keys of the runner's own sections: name -> (default, allowed types, check, help)
 _POS_INT = (lambda v: v >= 1, "an integer >= 1")
 _NONNEG_INT = (lambda v: v >= 0, "an integer >= 0")
@@ -84,6 +88,11 @@ RUN_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "min_ess": (100.0, (float, int), (lambda v: v >= 0, "a number >= 0"),
                 ("rank-normalised bulk ESS of the energy that the mixing verdict requires at "
                  "every rung")),
+    "chains": (None, (int,), _POS_INT,
+               ("independent chains of a one-rung run, from one seed, each from its own "
+                "initial draw; the verdict compares them (split R-hat between chains). Unset: "
+                f"{DEFAULT_CHAINS} on one rung (1 with engine = jax), 1 on a ladder, whose "
+                "rungs already check each other; more than 1 on a ladder is refused")),
     "workers": (1, (int,), _POS_INT,
                 "threads running replicas in parallel (in each MPI rank under MPI)"),
     "executor": ("auto", (str,), (lambda v: v in EXECUTORS, "one of " + ", ".join(EXECUTORS)),
@@ -415,17 +424,40 @@ def resolve(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
     arch = _architecture(arch_cls, out["architecture"])
 
     def afford(n_slots: int) -> None:
-        budget.check_memory(budget.memory_estimate(arch, out["data"]["name"], n_slots,
+        chains = out["run"]["chains"] if n_slots == 1 else 1
+        if chains is None:
+            chains = DEFAULT_CHAINS if out["run"]["engine"] != "jax" else 1
+        budget.check_memory(budget.memory_estimate(arch, out["data"]["name"], n_slots * chains,
                                                    out["run"]["workers"]))
 
     out["ladder"], ladder, swap = _resolve_ladder(doc.get("ladder", {}), sources, given_sources,
                                                   afford if arch is not None else None)
+    out["run"]["chains"] = resolve_chains(out["run"], ladder)
     if (out["prior"]["gaussian_std"] is not None and not out["prior"]["gaussian_tempered"]
             and ladder.n_temperatures > 1):
         raise ConfigError("prior.gaussian_tempered = false (an untempered Gaussian prior) cannot "
                           "be used with replica exchange, whose swaps need one target family "
                           "exp(-U/T); set it to true or use a one-rung [ladder]")
     return RunConfig(out, sources, configs=configs, ladder=ladder, swap=swap)
+
+
+def resolve_chains(run: Mapping[str, Any], ladder: Ladder) -> int:
+    """``run.chains`` resolved for ``ladder``: the number given, or the default (unset:
+    :data:`DEFAULT_CHAINS` on one rung with the numba engine, else 1). More than one chain on
+    a ladder of several rungs, or on the jax engine, is a one-line error."""
+    chains = run.get("chains")
+    one_rung = ladder.n_temperatures == 1
+    if chains is None:
+        return DEFAULT_CHAINS if one_rung and run.get("engine") != "jax" else 1
+    if chains > 1 and not one_rung:
+        raise ConfigError(f"run.chains = {chains} with a ladder of {ladder.n_temperatures} "
+                          "rungs; independent chains are for one-rung runs (a ladder's rungs "
+                          "already check each other): remove run.chains or set it to 1, or "
+                          "use one rung ([ladder] n_temperatures = 1)")
+    if chains > 1 and run.get("engine") == "jax":
+        raise ConfigError(f"run.chains = {chains} with engine = 'jax'; the jax engine runs one "
+                          "chain per rung: set run.chains = 1, or use engine = 'numba'")
+    return int(chains)
 
 
 def _architecture(cls: Any, table: Mapping[str, Any]) -> Any:

@@ -47,6 +47,8 @@ def ladder_statistics(run_dir: PathLike, discard: float | None = None) -> dict[s
     with np.errstate(invalid="ignore", divide="ignore"):
         swap = np.where(att > 0, acc / att, np.nan)
     n_kept = n - start
+    k = info.temperatures.size      # a one-rung run's chains: their mean at the one rung
+    acc_k = tr["n_accepted_k"][kept].sum(axis=0) / (n_kept * info.n_trajectories)
     return {
         "info": info,
         "temperatures": info.temperatures,
@@ -54,8 +56,8 @@ def ladder_statistics(run_dir: PathLike, discard: float | None = None) -> dict[s
         "swap_attempts": att.astype(np.int64),
         "iteration": tr["iteration"],
         "slot_r": replica_slots(tr["replica_k"]),
-        "dt": tr["step_size_k"][kept].mean(axis=0),
-        "acceptance": tr["n_accepted_k"][kept].sum(axis=0) / (n_kept * info.n_trajectories),
+        "dt": tr["step_size_k"][kept].mean(axis=0).reshape(k, -1).mean(axis=1),
+        "acceptance": acc_k.reshape(k, -1).mean(axis=1),
         "first_kept": start,
     }
 

@@ -72,9 +72,10 @@ def plot_replicas(run_dir: PathLike, ax: Axes | None = None, *, follow: str = "s
     fig, ax = new_axes(ax)
     it = tr["iteration"].astype(np.float64)
     e_tk = np.asarray(tr["energy_k"], dtype=np.float64)
-    temps = info.temperatures
-    norm, cmap = temperature_colours(temps)
     n_slots = e_tk.shape[1]
+    # a one-rung run of several chains: every slot (chain) at the one temperature
+    temps = np.repeat(info.temperatures, n_slots // info.temperatures.size)
+    norm, cmap = temperature_colours(temps)
     if follow == "slot":
         for k in range(n_slots):
             ax.plot(it, e_tk[:, k], color=cmap(norm(temps[k])), lw=1.0,

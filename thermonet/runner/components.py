@@ -88,7 +88,8 @@ def build(cfg: cfgmod.RunConfig, ladder: Ladder | None = None) -> Components:
                              n_trajectories=cfg["ladder"]["n_trajectories"],
                              band=cfg["ladder"]["slow_band"],
                              band_trajectories=cfg["ladder"]["slow_band_trajectories"],
-                             swap=cfg.swap, executor=executor)
+                             swap=cfg.swap, executor=executor,
+                             chains=cfg["run"]["chains"])
     plugins = {}
     for section, role in cfgmod.PLUGIN_SECTIONS.items():
         name = cfg[section]["name"]
@@ -174,6 +175,7 @@ def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
     table by table against the checkpointed configuration. Returns it and whether config.toml
     must be rewritten."""
     stored, renamed = cfgmod.translate_legacy(cfgmod.parse_toml(ck.config_toml), warn=False)
+    stored = one_chain_if_unset(stored)
     # resolved again, so that a key added since the run was written (a new [ladder] table, a
     # plugin's new option) takes today's default on both sides instead of reading as a change
     stored = cfgmod.resolve(stored, warn_legacy=False).data
@@ -181,6 +183,7 @@ def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
     doc = stored
     if on_disk.is_file():
         doc, _ = cfgmod.translate_legacy(cfgmod.read_toml(on_disk), warn=False)
+        doc = one_chain_if_unset(doc)
     commandline: dict[str, Any] = {}
     if n_iterations is not None:
         commandline["run.n_iterations"] = n_iterations
@@ -204,6 +207,16 @@ def resume_config(run_dir: Path, ck: ckpt.Checkpoint, n_iterations: int | None,
             cfg.sources[key] = "commandline" if key in commandline else "config"
             extended = True
     return cfg, extended or bool(renamed)
+
+
+def one_chain_if_unset(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (a run's stored configuration) with ``run.chains = 1`` when it has no
+    ``run.chains``: a run written before the key existed ran one chain, whatever today's
+    default."""
+    run = doc.get("run", {})
+    if isinstance(run, dict) and "chains" not in run:
+        return {**doc, "run": {**run, "chains": 1}}
+    return doc
 
 
 def data_notes(components: Components) -> list[str]:
@@ -232,5 +245,5 @@ def warm_up_plan(components: Components) -> WarmUp:
 
 
 __all__ = ["EXTENDABLE", "Components", "blas_backend", "blas_choice", "build", "data_notes",
-           "restore_streams", "resume_config", "stack_slots", "unstack_slots",
+           "one_chain_if_unset", "restore_streams", "resume_config", "stack_slots", "unstack_slots",
            "warm_up_plan"]

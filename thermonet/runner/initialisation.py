@@ -25,7 +25,13 @@ from thermonet.io.initialisation import (
 )
 from thermonet.io.lock import DirLock
 from thermonet.io.outputs import check_output_dir
-from thermonet.runner.components import EXTENDABLE, Components, stack_slots, unstack_slots
+from thermonet.runner.components import (
+    EXTENDABLE,
+    Components,
+    one_chain_if_unset,
+    stack_slots,
+    unstack_slots,
+)
 from thermonet.tempering import REState, Streams
 
 log = logging.getLogger("thermonet.run")
@@ -122,9 +128,11 @@ def continued_config(run_dir: Path, partial: PartialInitialisation, n_iterations
                        ("run.executor", executor)):
         if value is not None:
             commandline[key] = value
-    cfg = cfgmod.resolve(cfgmod.read_toml(Path(run_dir) / ckpt.CONFIG), commandline,
-                         "commandline", warn_legacy=False)
-    stored = cfgmod.ResolvedConfig(cfgmod.parse_toml(partial.config_toml), {})
+    # an initialisation begun before run.chains existed ran one chain
+    cfg = cfgmod.resolve(one_chain_if_unset(cfgmod.read_toml(Path(run_dir) / ckpt.CONFIG)),
+                         commandline, "commandline", warn_legacy=False)
+    stored = cfgmod.ResolvedConfig(one_chain_if_unset(cfgmod.parse_toml(partial.config_toml)),
+                                   {})
     changed = cfgmod.diff(stored, cfg, ignore=EXTENDABLE)
     if changed:
         what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changed)

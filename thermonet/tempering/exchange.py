@@ -13,6 +13,9 @@ any number of workers. Each slot's stream comes back with the slot's result
 (:meth:`ReplicaExchange._map_slots`), so an executor may run a slot in another process (MPI)
 and every process still holds every stream as a one-process run would.
 
+Independent chains of a one-rung run (``chains``) are slots at the one temperature that never
+swap: slot c draws only from ``streams.slots[c]``, so chain 0 is the one-chain run.
+
 This module takes the sampler class from its caller (the runner gets it from the registry), so
 it depends on no concrete plugin.
 
@@ -114,6 +117,10 @@ class ReplicaExchange:
         Runs the slots of an iteration (default: ``workers`` threads). Never changes the result.
     workers : int
         Threads when no executor is given.
+    chains : int
+        Independent chains of a one-rung ladder: slot c is chain c, every slot at the one
+        temperature, each with its own stream and no swaps (more than one on a ladder of
+        several rungs is refused). Chain 0 is the one-chain run (its stream is the first).
     """
 
     State: ClassVar[type] = REState
@@ -122,7 +129,8 @@ class ReplicaExchange:
     def __init__(self, sampler_cls: type, potential: Any, ladder: Ladder, *, prior: Any = None,
                  masses: Any = None, sampler_config: Any = None, n_trajectories: int = 1,
                  band: Sequence[float] = (), band_trajectories: int = 0,
-                 swap: Any = None, executor: Executor | None = None, workers: int = 1) -> None:
+                 swap: Any = None, executor: Executor | None = None, workers: int = 1,
+                 chains: int = 1) -> None:
         if not isinstance(ladder, Ladder):
             raise TypeError(f"ladder must be a thermonet.tempering.Ladder; got "
                             f"{type(ladder).__name__}")
@@ -130,6 +138,12 @@ class ReplicaExchange:
             raise ConfigError(f"n_trajectories = {n_trajectories}; expected >= 1")
         if executor is None and workers < 1:
             raise ConfigError(f"workers = {workers}; expected >= 1")
+        if not (isinstance(chains, (int, np.integer)) and chains >= 1
+                and (chains == 1 or ladder.n_temperatures == 1)):
+            raise ConfigError(f"chains = {chains} on a ladder of {ladder.n_temperatures} "
+                              "rungs; expected 1, or any number >= 1 on one rung")
+        #: independent chains at the one rung (1: a ladder's slots are its rungs)
+        self.chains = int(chains)
         self.potential = potential
         self.prior = prior
         self.ladder = ladder
@@ -161,7 +175,7 @@ class ReplicaExchange:
         # a rung at T = inf is the prior itself, drawn exactly
         old = self.samplers
         samplers = []
-        for k, t in enumerate(ladder.temperature_k):
+        for k, t in enumerate(np.repeat(ladder.temperature_k, self.chains)):
             potential = old[k].potential if k < len(old) else (
                 self.potential if k == 0 else self.potential.copy())
             finite = float(t) if math.isfinite(t) else 1.0
@@ -187,20 +201,25 @@ class ReplicaExchange:
         """Move the rungs to ``ladder`` (same number of rungs): each slot keeps its potential
         (and scratch) and gets a sampler at its new temperature. Used by the warm-up's ladder
         adaptation; a run's production ladder is fixed."""
-        if ladder.n_temperatures != self.n_slots:
+        if ladder.n_temperatures != self.ladder.n_temperatures:
             raise ConfigError(f"the new ladder has {ladder.n_temperatures} rungs; this engine "
-                              f"has {self.n_slots}")
+                              f"has {self.ladder.n_temperatures}")
         self._build_samplers(ladder)
 
     @property
     def n_slots(self) -> int:
-        """K, the number of slots (ladder rungs)."""
+        """K, the number of slots (ladder rungs, or the chains of a one-rung ladder)."""
         return len(self.samplers)
+
+    @property
+    def slot_temperature_k(self) -> FloatArray:
+        """The temperature of each slot (the rungs; a one-rung ladder's once per chain)."""
+        return np.repeat(self.ladder.temperature_k, self.chains)
 
     @property
     def n_trajectories_k(self) -> IntArray:
         """Transitions per iteration at each slot of the current ladder."""
-        return trajectories_per_rung(self.ladder.temperature_k, self.n_trajectories,
+        return trajectories_per_rung(self.slot_temperature_k, self.n_trajectories,
                                      self.band, self.band_trajectories)
 
     @property
@@ -332,7 +351,7 @@ class ReplicaExchange:
 
     def _swaps(self, slots: list[Any], replica_k: IntArray, rng: np.random.Generator,
                iteration: int | None) -> tuple[IntArray, IntArray]:
-        n_pairs = self.n_slots - 1
+        n_pairs = self.ladder.n_temperatures - 1     # independent chains never swap
         attempted = np.zeros(max(n_pairs, 0), dtype=np.int64)
         accepted = np.zeros(max(n_pairs, 0), dtype=np.int64)
         if n_pairs < 1:
