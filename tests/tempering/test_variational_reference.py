@@ -194,7 +194,7 @@ def test_a_mixture_target_gets_its_mode_weights_and_log_z_through_the_variationa
     arch = GaussianMixture(means=[[-4.0], [4.0]], widths=[0.5, 0.5], weights=[0.3, 0.7],
                            prior_scale=20.0)
     prior = BoxPrior.for_architecture(arch)
-    ref = GaussianReference(np.array([0.0]), np.array([4.0]))
+    ref = GaussianReference(np.array([0.0]), np.array([4.0]), np.array([10.0]))  # in the box
     ring = VariationalRing(HMC, arch.potential(), Ladder.geometric(1.0, 30.0, 6).with_prior_rung(),
                            ref, np.linspace(1.0, 0.0, 7), prior=prior, n_trajectories=2,
                            sampler_config=HMC.Config(n_leapfrog=10, step_size=0.2))
@@ -213,6 +213,29 @@ def test_a_mixture_target_gets_its_mode_weights_and_log_z_through_the_variationa
         assert abs(m - weight) < Z * err, (k, m, weight, err)
     lz, err = variational_log_z(ring.path, np.array(ws), log_volume=0.0)
     assert abs(lz - arch.log_integral()) < Z * err, (lz, arch.log_integral(), err)
+
+
+def test_a_box_truncated_reference_is_normalised_and_drawn_exactly():
+    """q = N(1.5, 2^2) truncated to |w| < 3: exp(-R) integrates to 1 over the box (trapezoid on
+    a fine grid), is +inf outside, and 20,000 draws have the truncated mean and variance from
+    the same quadrature (tolerance: Z standard errors of iid draws)."""
+    q = GaussianReference(np.array([1.5]), np.array([2.0]), np.array([3.0]))
+    xs = np.linspace(-3.0 + 1e-12, 3.0 - 1e-12, 6001)
+    dens = np.exp(-np.array([q.energy(np.array([x])) for x in xs]))
+    assert np.trapezoid(dens, xs) == pytest.approx(1.0, abs=1e-6)
+    mean = np.trapezoid(xs * dens, xs)
+    var = np.trapezoid((xs - mean) ** 2 * dens, xs)
+    assert q.energy(np.array([3.0])) == math.inf and q.energy(np.array([-3.2])) == math.inf
+    rng = np.random.default_rng(4)
+    draws = np.array([q.sample(rng)[0] for _ in range(20_000)])
+    assert np.all(np.abs(draws) < 3.0)
+    se = math.sqrt(var / draws.size)
+    assert abs(draws.mean() - mean) < Z * se
+    se_var = math.sqrt(np.mean(((draws - mean) ** 2 - var) ** 2) / draws.size)
+    assert abs(np.mean((draws - mean) ** 2) - var) < Z * se_var
+    assert GaussianReference.from_dict(q.to_dict()) == q
+    fitted = GaussianReference.fit(np.array([[0.0], [1.0], [2.0]]), np.array([3.0]))
+    np.testing.assert_array_equal(fitted.half_width, [3.0])
 
 
 # --- warm-up: fit, then freeze ------------------------------------------------------------------
@@ -308,5 +331,7 @@ def test_errors_are_one_line():
                         GaussianReference(np.zeros(2), np.ones(2)), PATH, prior=prior)
     with pytest.raises(ConfigError, match=">= 2 samples"):
         GaussianReference.fit(np.zeros((1, 3)))
+    with pytest.raises(ConfigError, match="of its mass in the box along weight 1"):
+        GaussianReference(np.zeros(2), np.array([1.0, 0.1]), np.array([1.0, 1e-5]))
     with pytest.raises(ConfigError, match="scale"):
         GaussianReference(np.zeros(2), np.array([1.0, 0.0]))

@@ -45,16 +45,25 @@ SCALE_FLOOR = 1e-6
 
 @dataclass(frozen=True, eq=False)
 class GaussianReference:
-    """A normalised diagonal Gaussian ``q = N(mean, diag(scale^2))``.
+    """A normalised diagonal Gaussian ``q ∝ N(mean, diag(scale^2))``, truncated to the box
+    ``|w_i| < half_width_i`` if one is given.
+
+    Truncated, every draw of ``q`` lies in the box, where every other rung lives: an untruncated
+    ``q`` fitted to a network's posterior, whose weights spread over much of the box, puts a few
+    of its thousands of coordinates outside it at nearly every draw, and such a draw is never
+    swapped in. The truncated density is normalised on the box (``log Z_q = 0`` either way).
 
     Attributes
     ----------
     mean, scale : ndarray of float64, shape (n,)
         Read-only; ``scale > 0``.
+    half_width : ndarray of float64, shape (n,), or None
+        The box; None: untruncated.
     """
 
     mean: FloatArray
     scale: FloatArray
+    half_width: FloatArray | None = None
     _log_norm: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -66,33 +75,54 @@ class GaussianReference:
         if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s)) and np.all(s > 0)):
             raise ConfigError("reference mean and scale must be finite and the scales > 0; "
                               f"got {int(np.count_nonzero(~(s > 0)))} scale(s) <= 0 or NaN")
+        log_norm = float(np.sum(np.log(s)) + 0.5 * m.size * math.log(2 * math.pi))
+        h = None
+        if self.half_width is not None:
+            h = np.array(self.half_width, dtype=np.float64)
+            if h.shape != m.shape or not np.all(h > 0):
+                raise ConfigError(f"reference half_width has shape {h.shape}; expected "
+                                  f"{m.shape} positive half-widths of the box")
+            mass = box_mass(m, s, h)
+            if not np.all(mass >= 1e-3):
+                i = int(np.argmin(mass))
+                raise ConfigError(f"the reference puts {mass[i]:.2g} of its mass in the box "
+                                  f"along weight {i} (mean {m[i]:.4g}, scale {s[i]:.4g}, "
+                                  f"half-width {h[i]:.4g}); expected >= 1e-3: fit it to "
+                                  "samples from inside the box")
+            log_norm += float(np.sum(np.log(mass)))
+            h.flags.writeable = False
         m.flags.writeable = False
         s.flags.writeable = False
         object.__setattr__(self, "mean", m)
         object.__setattr__(self, "scale", s)
-        object.__setattr__(self, "_log_norm",
-                           float(np.sum(np.log(s)) + 0.5 * m.size * math.log(2 * math.pi)))
+        object.__setattr__(self, "half_width", h)
+        object.__setattr__(self, "_log_norm", log_norm)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, GaussianReference)
                 and np.array_equal(self.mean, other.mean)
-                and np.array_equal(self.scale, other.scale))
+                and np.array_equal(self.scale, other.scale)
+                and ((self.half_width is None and other.half_width is None)
+                     or (self.half_width is not None and other.half_width is not None
+                         and np.array_equal(self.half_width, other.half_width))))
 
     def __hash__(self) -> int:
         return hash((self.mean.tobytes(), self.scale.tobytes()))
 
     @classmethod
     def of_box(cls, half_width: Any) -> GaussianReference:
-        """The Gaussian with the moments of the uniform box ``|w_i| < half_width_i``: the
-        starting reference before any fit."""
+        """The Gaussian with the moments of the uniform box ``|w_i| < half_width_i``, truncated
+        to it: the starting reference before any fit."""
         h = np.asarray(half_width, dtype=np.float64)
-        return cls(np.zeros_like(h), h / math.sqrt(3.0))
+        return cls(np.zeros_like(h), h / math.sqrt(3.0), h)
 
     @classmethod
-    def fit(cls, theta_nd: Any) -> GaussianReference:
+    def fit(cls, theta_nd: Any, half_width: Any = None) -> GaussianReference:
         """Moment matching (Surjanovic et al. 2022, Sec. 3.2): the mean and standard deviation
         of each coordinate over the rows of ``theta_nd`` (at least two samples); scales are
-        floored at ``SCALE_FLOOR`` times the largest."""
+        floored at ``SCALE_FLOOR`` times the largest. With ``half_width`` the result is
+        truncated to the box, its parameters still the sample moments (the truncated family's
+        own moment matching would widen it slightly; any ``q`` keeps the chain exact)."""
         x = np.asarray(theta_nd, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 2:
             raise ConfigError(f"a reference fit needs an array of >= 2 samples by parameters; "
@@ -102,7 +132,7 @@ class GaussianReference:
         if not top > 0:
             raise ConfigError("every sample of the reference fit is the same point; run more "
                               "warm-up iterations before fitting")
-        return cls(x.mean(axis=0), np.maximum(s, SCALE_FLOOR * top))
+        return cls(x.mean(axis=0), np.maximum(s, SCALE_FLOOR * top), half_width)
 
     @property
     def n_params(self) -> int:
@@ -114,29 +144,57 @@ class GaussianReference:
         """``log ∫ q`` = 0: ``q`` is a normalised density."""
         return 0.0
 
+    def _outside(self, theta: FloatArray) -> bool:
+        return self.half_width is not None and not bool(np.all(np.abs(theta)
+                                                               < self.half_width))
+
     def energy(self, theta: FloatArray) -> float:
-        """``R(w) = -log q(w)``."""
+        """``R(w) = -log q(w)`` (``+inf`` outside the box of a truncated ``q``)."""
+        if self._outside(theta):
+            return math.inf
         z = (theta - self.mean) / self.scale
         return float(0.5 * np.dot(z, z) + self._log_norm)
 
     def energy_and_grad(self, theta: FloatArray) -> tuple[float, FloatArray]:
-        """``R(w)`` and its gradient ``(w - mean) / scale^2``."""
+        """``R(w)`` and its gradient ``(w - mean) / scale^2`` (inside the box)."""
         d = theta - self.mean
         g = d / (self.scale * self.scale)
+        if self._outside(theta):
+            return math.inf, g
         return float(0.5 * np.dot(d, g) + self._log_norm), g
 
     def sample(self, rng: np.random.Generator) -> FloatArray:
-        """One exact draw of ``q``."""
-        return self.mean + self.scale * rng.standard_normal(self.mean.size)
+        """One exact draw of ``q``: truncated, the coordinates that fall outside the box are
+        redrawn until inside (rejection sampling; each keeps its box mass >= 1e-3)."""
+        x = self.mean + self.scale * rng.standard_normal(self.mean.size)
+        if self.half_width is None:
+            return x
+        out = np.flatnonzero(np.abs(x) >= self.half_width)
+        while out.size:
+            x[out] = self.mean[out] + self.scale[out] * rng.standard_normal(out.size)
+            out = out[np.abs(x[out]) >= self.half_width[out]]
+        return x
 
-    def to_dict(self) -> dict[str, list[float]]:
+    def to_dict(self) -> dict[str, Any]:
         """The parameters as lists (for a checkpoint); :meth:`from_dict` inverts it exactly."""
-        return {"mean": self.mean.tolist(), "scale": self.scale.tolist()}
+        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "half_width": None if self.half_width is None else self.half_width.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GaussianReference:
         """The reference stored by :meth:`to_dict`."""
-        return cls(np.asarray(data["mean"]), np.asarray(data["scale"]))
+        h = data.get("half_width")
+        return cls(np.asarray(data["mean"]), np.asarray(data["scale"]),
+                   None if h is None else np.asarray(h))
+
+
+def box_mass(mean: FloatArray, scale: FloatArray, half_width: FloatArray) -> FloatArray:
+    """``P(|w_i| < h_i)`` under ``N(mean_i, scale_i^2)``, per coordinate."""
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    root2 = math.sqrt(2.0)
+    hi = (half_width - mean) / (scale * root2)
+    lo = (-half_width - mean) / (scale * root2)
+    return np.asarray(0.5 * (erf(hi) - erf(lo)), dtype=np.float64)
 
 
 class PathPotential(Potential):
@@ -160,6 +218,8 @@ class PathPotential(Potential):
         self.n_params = base.n_params
 
     def energy(self, theta: FloatArray) -> float:
+        if self.b == 1.0:              # q has no weight (and may be +inf outside its box)
+            return float(self.base.energy(theta)) / self.t_min
         r = self.reference.energy(theta)
         if self.b == 0.0:
             return r
@@ -167,6 +227,17 @@ class PathPotential(Potential):
 
     def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
                         ) -> tuple[float, FloatArray]:
+        if self.b == 1.0:
+            e, ge = self.base.energy_and_grad(theta)
+            v, g = float(e) / self.t_min, np.asarray(ge) / self.t_min
+        else:
+            v, g = self._mixed(theta)
+        if grad_out is None:
+            return v, np.ascontiguousarray(g, dtype=np.float64)
+        grad_out[:] = g
+        return v, grad_out
+
+    def _mixed(self, theta: FloatArray) -> tuple[float, FloatArray]:
         r, gr = self.reference.energy_and_grad(theta)
         if self.b == 0.0:
             v, g = r, gr
@@ -175,10 +246,7 @@ class PathPotential(Potential):
             c = self.b / self.t_min
             v = (1.0 - self.b) * r + c * float(e)
             g = (1.0 - self.b) * gr + c * np.asarray(ge)
-        if grad_out is None:
-            return v, np.ascontiguousarray(g, dtype=np.float64)
-        grad_out[:] = g
-        return v, grad_out
+        return v, g
 
     def copy(self) -> PathPotential:
         return PathPotential(self.base.copy(), self.reference, self.b, self.t_min)
@@ -271,5 +339,5 @@ def path_ladder_temperatures(b_k: Any) -> FloatArray:
         return 1.0 / b
 
 
-__all__ = ["GaussianReference", "PathPotential", "PathSampler", "ReferencePath",
+__all__ = ["GaussianReference", "box_mass", "PathPotential", "PathSampler", "ReferencePath",
            "path_ladder_temperatures"]

@@ -297,7 +297,7 @@ def fit_reference(ring: VariationalRing, state: RingState, streams: Streams, *, 
             att_v += info.variational.swap_attempted_k
             acc_v += info.variational.swap_accepted_k
         rej_f, rej_v = rejection_rates(att_f, acc_f), rejection_rates(att_v, acc_v)
-        reference = GaussianReference.fit(np.array(samples))
+        reference = GaussianReference.fit(np.array(samples), ring.reference.half_width)
         path = equalised_betas(ring.path, rej_v) if adapt_ladders else ring.path
         if adapt_ladders:
             beta = equalised_betas(ring.fixed.beta_k, rej_f)
