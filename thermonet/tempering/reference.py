@@ -339,5 +339,11 @@ def path_ladder_temperatures(b_k: Any) -> FloatArray:
         return 1.0 / b
 
 
-__all__ = ["GaussianReference", "box_mass", "PathPotential", "PathSampler", "ReferencePath",
-           "path_ladder_temperatures"]
+__all__ = [
+    "GaussianReference",
+    "PathPotential",
+    "PathSampler",
+    "ReferencePath",
+    "box_mass",
+    "path_ladder_temperatures",
+]
