@@ -114,4 +114,23 @@ def free_energies(beta_k: Any, energy_nk: Any) -> FreeEnergies:
                         np.sqrt(ti_var), tic, quad)
 
 
-__all__ = ["FreeEnergies", "free_energies"]
+def variational_log_z(path_b: Any, swap_energy_nk: Any, *, log_normaliser: float = 0.0,
+                      log_volume: float = 0.0) -> tuple[float, float]:
+    """``log Z(T_min) = log ∫ exp(-E/T_min) prior dw`` from a variational leg
+    (:mod:`thermonet.tempering.reference`), with its standard error.
+
+    ``path_b`` are the leg's coordinates (1 first, 0 last) and ``swap_energy_nk`` its recorded
+    ``W = E/T_min + log q`` (``+inf`` outside the box). Stepping stone along ``b`` gives
+    ``log ∫ exp(-E/T_min) box dw - log Z_q``; adding ``log_normaliser`` (``log Z_q``, 0 for a
+    normalised ``q``) and subtracting ``log_volume`` (the box's, whose uniform density is
+    ``exp(-log_volume)``) makes it the number the prior leg's stepping stone gives at
+    ``T_min``: the evidence at ``T_min = 1``.
+    """
+    # W is +inf for draws of q outside the box: their ratios are 0, and the trapezoid's
+    # moments (not used here) are not finite
+    with np.errstate(invalid="ignore", over="ignore"):
+        fe = free_energies(path_b, swap_energy_nk)
+    return (float(fe.log_z_ss_k[0]) + log_normaliser - log_volume, float(fe.log_z_ss_err_k[0]))
+
+
+__all__ = ["FreeEnergies", "free_energies", "variational_log_z"]

@@ -98,6 +98,8 @@ class ReplicaExchange:
     ----------
     sampler_cls : type
         A sampler class (the :class:`thermonet.api.Sampler` contract); one instance per slot.
+        Or a callable with the class's signature that builds one (a variational leg's
+        :class:`~thermonet.tempering.reference.ReferencePath`).
     potential : thermonet.api.Potential
         The untempered energy E(w); slot k > 0 works on ``potential.copy()`` (own scratch).
     ladder : Ladder
@@ -126,8 +128,9 @@ class ReplicaExchange:
     State: ClassVar[type] = REState
     Info: ClassVar[type] = REInfo
 
-    def __init__(self, sampler_cls: type, potential: Any, ladder: Ladder, *, prior: Any = None,
-                 masses: Any = None, sampler_config: Any = None, n_trajectories: int = 1,
+    def __init__(self, sampler_cls: type | Callable[..., Any], potential: Any, ladder: Ladder,
+                 *, prior: Any = None, masses: Any = None, sampler_config: Any = None,
+                 n_trajectories: int = 1,
                  band: Sequence[float] = (), band_trajectories: int = 0,
                  swap: Any = None, executor: Executor | None = None, workers: int = 1,
                  chains: int = 1) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from thermonet.api import Potential
 from thermonet.errors import ConfigError
+from thermonet.tempering.reference import PathSampler
 
 
 class PriorRungInfo(NamedTuple):
@@ -68,6 +69,10 @@ class PriorRung:
                               "included, by T, so its target at beta = 0 is not that prior; "
                               "use a sampler that tempers the likelihood only (hmc-gibbs) or "
                               "ladder.prior_rung = false")
+        #: a variational leg's rung at b = 0 draws its reference q instead of the prior
+        self.reference = inner.reference if isinstance(inner, PathSampler) else None
+        if self.reference is not None:
+            own = self.reference.sample
         if prior is None and own is None:
             raise ConfigError("a prior rung (ladder.prior_rung = true) needs a proper prior "
                               "to draw from (the box prior); this run has none")
@@ -125,7 +130,10 @@ class PriorRung:
         return float(self.inner.swap_energy(state))
 
     def take_configuration(self, state: Any, donor: Any, donor_temperature: float) -> Any:
-        """The donor's configuration (its energy does not depend on the temperature)."""
+        """The donor's configuration (its energy does not depend on the temperature; on a
+        variational leg it does, and the inner path sampler evaluates it afresh)."""
+        if self.reference is not None:
+            return self.inner.take_configuration(state, donor, donor_temperature)
         return donor._replace(step_size=state.step_size)
 
 

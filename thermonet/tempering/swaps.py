@@ -97,6 +97,19 @@ class DeterministicEvenOdd:
         return range(int(iteration) % 2, n_pairs, 2)
 
 
+@dataclass(frozen=True)
+class NoSwaps:
+    """No attempts, nothing drawn: for the legs of a two-leg ring, whose swaps the ring makes
+    across both legs (:mod:`thermonet.tempering.ring`)."""
+
+    name: ClassVar[str] = "none"
+    before_propagation: ClassVar[bool] = False
+
+    def pairs(self, n_pairs: int, rng: np.random.Generator, iteration: int | None = None
+              ) -> Iterable[Any]:
+        return ()
+
+
 #: scheme name (``ladder.swap_scheme``) -> class
 SCHEMES: dict[str, type] = {"random-pairs": RandomPairs, "even-odd": EvenOdd,
                             "deo": DeterministicEvenOdd}
