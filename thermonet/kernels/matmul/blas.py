@@ -36,11 +36,14 @@ registered with LLVM, which keeps the kernels cacheable.
 
 from __future__ import annotations
 
+import threading
+
+import llvmlite.binding as llb
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels.jit import kernel
+from thermonet.kernels.jit import kernel, lazy_symbol
 from thermonet.kernels.matmul import gemm as own
 from thermonet.kernels.matmul.backend import (
     BACKEND,
@@ -190,11 +193,24 @@ def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
 
 _own_dgemm = types.ExternalFunction(SYM_OWN, own.C_SIGNATURE)
 _own_sgemm = types.ExternalFunction(SYM_OWN32, own.C_SIGNATURE32)
-if BACKEND == "own":
-    import llvmlite.binding as _llb
+_float32_lock = threading.Lock()
+_float32_ready = False
 
-    _llb.add_symbol(SYM_OWN, own.c_product_address("float64"))
-    _llb.add_symbol(SYM_OWN32, own.c_product_address("float32"))
+
+def _register_own32() -> None:
+    """Compile (or load) the float32 products and register their symbol, once: only a kernel
+    that calls them needs it (lazy_symbol), and compiling them is about 2 CPU s of a cold
+    start that a float64 run would otherwise pay."""
+    global _float32_ready
+    with _float32_lock:
+        if not _float32_ready:
+            llb.add_symbol(SYM_OWN32, own.c_product_address("float32"))
+            _float32_ready = True
+
+
+if BACKEND == "own":
+    llb.add_symbol(SYM_OWN, own.c_product_address("float64"))
+    lazy_symbol(SYM_OWN32, _register_own32)
 
 
 @kernel
@@ -233,6 +249,7 @@ def _own_by_type_typed(ta, tb, a, b, c):
     if kind == types.float64:
         return lambda ta, tb, a, b, c: _own_call(ta, tb, a, b, c, 1.0, 0)
     if kind == types.float32:
+        _register_own32()            # before the kernel being typed is linked
         return lambda ta, tb, a, b, c: _own_call32(ta, tb, a, b, c, 1.0, 0)
     return lambda ta, tb, a, b, c: _gemm_numpy(ta, tb, a, b, c)
 
