@@ -36,6 +36,7 @@ registered with LLVM, which keeps the kernels cacheable.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import llvmlite.binding as llb
@@ -193,24 +194,24 @@ def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
 
 _own_dgemm = types.ExternalFunction(SYM_OWN, own.C_SIGNATURE)
 _own_sgemm = types.ExternalFunction(SYM_OWN32, own.C_SIGNATURE32)
-_float32_lock = threading.Lock()
-_float32_ready = False
+_own_lock = threading.Lock()
+_own_symbols = {SYM_OWN: "float64", SYM_OWN32: "float32"}
 
 
-def _register_own32() -> None:
-    """Compile (or load) the float32 products and register their symbol, once: only a kernel
-    that calls them needs it (lazy_symbol), and compiling them is about 2 CPU s of a cold
-    start that a float64 run would otherwise pay."""
-    global _float32_ready
-    with _float32_lock:
-        if not _float32_ready:
-            llb.add_symbol(SYM_OWN32, own.c_product_address("float32"))
-            _float32_ready = True
+def _register_own(symbol: str) -> None:
+    """Compile (or load) the own products behind ``symbol`` and register it, once: only a
+    kernel that calls them needs them (:func:`thermonet.kernels.jit.lazy_symbol`), and each
+    dtype's products are about 2 CPU s of a cold start (a run of the shallow regression
+    kernel uses neither, a float64 run not the float32 ones)."""
+    with _own_lock:
+        dtype = _own_symbols.pop(symbol, None)
+        if dtype is not None:
+            llb.add_symbol(symbol, own.c_product_address(dtype))
 
 
 if BACKEND == "own":
-    llb.add_symbol(SYM_OWN, own.c_product_address("float64"))
-    lazy_symbol(SYM_OWN32, _register_own32)
+    lazy_symbol(SYM_OWN, functools.partial(_register_own, SYM_OWN))
+    lazy_symbol(SYM_OWN32, functools.partial(_register_own, SYM_OWN32))
 
 
 @kernel
@@ -232,7 +233,7 @@ def _own_call32(ta, tb, a, b, c, alpha, accumulate):
 def _own_by_type(ta, tb, a, b, c):
     """Resolved when a kernel is compiled: C-contiguous float64 or float32 operands go to
     thermonet's own products (:mod:`thermonet.kernels.matmul.gemm`, through the symbols registered
-    above), anything else to ``np.dot``."""
+    as they are typed), anything else to ``np.dot``."""
 
 
 def _own_kind(a, b, c):
@@ -247,9 +248,10 @@ def _own_kind(a, b, c):
 def _own_by_type_typed(ta, tb, a, b, c):
     kind = _own_kind(a, b, c)
     if kind == types.float64:
+        _register_own(SYM_OWN)       # before the kernel being typed is linked
         return lambda ta, tb, a, b, c: _own_call(ta, tb, a, b, c, 1.0, 0)
     if kind == types.float32:
-        _register_own32()            # before the kernel being typed is linked
+        _register_own(SYM_OWN32)
         return lambda ta, tb, a, b, c: _own_call32(ta, tb, a, b, c, 1.0, 0)
     return lambda ta, tb, a, b, c: _gemm_numpy(ta, tb, a, b, c)
 
@@ -266,6 +268,7 @@ def _own_acc_by_type(ta, tb, a, b, c, alpha):
 @overload(_own_acc_by_type)
 def _own_acc_by_type_typed(ta, tb, a, b, c, alpha):
     if _own_kind(a, b, c) == types.float64:
+        _register_own(SYM_OWN)
         return lambda ta, tb, a, b, c, alpha: _own_call(ta, tb, a, b, c, alpha, 1)
     return lambda ta, tb, a, b, c, alpha: _gemm_acc_numpy(ta, tb, a, b, c, alpha)
 
