@@ -214,7 +214,7 @@ class RegressionPotential(Potential):
                         ) -> tuple[float, FloatArray]:
         if grad_out is None:
             grad_out = np.empty(self.n_params)
-        e = self._kernels.energy_and_grad(self._theta(theta), grad_out, self._model())
+        e, _ = self._kernels.gradient(self._theta(theta), grad_out, self._model())
         return float(e), grad_out
 
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,

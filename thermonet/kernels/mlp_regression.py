@@ -105,46 +105,42 @@ def _energy_shallow(theta, model):
     return tau * s + const + prior_term(theta, prec)
 
 
-@kernel
-def _energy_and_grad_blocked(theta, grad, model):
-    widths, act, x, y, block, work, partial, tau, prec, const = model
-    s = mlp.loss_and_grad(theta, (widths, act, x, y, block), work, partial, grad)
-    return tau * s + const + _add_prior(theta, grad, tau, prec)
-
-
-@kernel
-def _energy_and_grad_shallow(theta, grad, model):
-    widths, act, x, y, block, work, _, tau, prec, const = model
-    s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
-    return tau * s + const + _add_prior(theta, grad, tau, prec)
-
+# ``(E, E)``: the gradient contract of the trajectory kernels
+# (:func:`thermonet.kernels.leapfrog.trajectory_kernels`), and ``energy_and_grad`` from Python
+# (its first element); one kernel for both, not a wrapper around a second one, which cost
+# about 1.5 CPU s more to compile
 
 @kernel
 def _gradient_blocked(theta, grad, model):
-    e = _energy_and_grad_blocked(theta, grad, model)
+    widths, act, x, y, block, work, partial, tau, prec, const = model
+    s = mlp.loss_and_grad(theta, (widths, act, x, y, block), work, partial, grad)
+    e = tau * s + const + _add_prior(theta, grad, tau, prec)
     return e, e
 
 
 @kernel
 def _gradient_shallow(theta, grad, model):
-    e = _energy_and_grad_shallow(theta, grad, model)
+    widths, act, x, y, block, work, _, tau, prec, const = model
+    s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
+    e = tau * s + const + _add_prior(theta, grad, tau, prec)
     return e, e
 
 
 class NetworkKernels(NamedTuple):
     """The compiled kernels of one network kernel: ``energy(theta, model)``,
-    ``energy_and_grad(theta, grad, model)``, ``half_sse(theta, widths, act, x, y, block,
-    work)`` and the trajectory per wall mode (:func:`thermonet.kernels.leapfrog.for_wall`)."""
+    ``gradient(theta, grad, model) -> (E, E)`` (the gradient to ``grad``),
+    ``half_sse(theta, widths, act, x, y, block, work)`` and the trajectory per wall mode
+    (:func:`thermonet.kernels.leapfrog.for_wall`)."""
 
     energy: Any
-    energy_and_grad: Any
+    gradient: Any
     half_sse: Any
     trajectory: dict[int, Any]
 
 
-BLOCKED = NetworkKernels(_energy_blocked, _energy_and_grad_blocked, _half_sse_blocked,
+BLOCKED = NetworkKernels(_energy_blocked, _gradient_blocked, _half_sse_blocked,
                          lf.trajectory_kernels("regression_trajectory", _gradient_blocked))
-SHALLOW = NetworkKernels(_energy_shallow, _energy_and_grad_shallow, _half_sse_shallow,
+SHALLOW = NetworkKernels(_energy_shallow, _gradient_shallow, _half_sse_shallow,
                          lf.trajectory_kernels("regression_trajectory_shallow",
                                                _gradient_shallow))
 
@@ -162,7 +158,7 @@ def energy(theta, model):
 
 def energy_and_grad(theta, grad, model):
     """``E(w)`` and its gradient (written to ``grad``)."""
-    return kernels_for(model[1]).energy_and_grad(theta, grad, tuple(model))
+    return kernels_for(model[1]).gradient(theta, grad, tuple(model))[0]
 
 
 def half_sse(theta, widths, act, x, y, block, work):
