@@ -21,11 +21,12 @@ functions compiled here.
 
 Symbols registered on demand
 ----------------------------
-A kernel that calls an external symbol (:func:`lazy_symbol`) LLVM cannot resolve crashes the
-process when it is linked, fresh or loaded from the cache. A symbol that is costly to provide
-(the float32 products: a compile of about 2 CPU s) is therefore registered only when a kernel
-needs it: the code that types the call registers it when a kernel is compiled, and a kernel
-loaded from the cache whose code names the symbol has it registered first.
+A kernel that calls an external symbol LLVM cannot resolve crashes the process when it is
+linked, fresh or loaded from the cache. A symbol that is costly to provide (thermonet's own
+matrix products: a compile of about 2 CPU s per dtype) is registered only when a kernel
+needs it (:func:`lazy_symbol`): the code that types the call registers it when a kernel is
+compiled, and a kernel loaded from the cache whose code names the symbol has it registered
+first.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ with real-valued targets; ``widths`` and ``act`` as there (``act`` may carry
 :data:`thermonet.kernels.mlp_shallow.FEATURE_MAJOR` in ``act`` the network has one hidden
 layer, ``x`` and ``y`` are stored feature-major (shapes ``(n_in, n)`` and ``(n_out, n)``) and
 the network part is :mod:`thermonet.kernels.mlp_shallow`'s (``partial`` is then unused,
-``work`` is that module's scratch).
+``work`` is that module's scratch). Each network has its own compiled kernels
+(:data:`SHALLOW`, :data:`BLOCKED`; :func:`kernels_for` picks them from ``act``).
 """
 
 from __future__ import annotations
