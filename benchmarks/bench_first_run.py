@@ -22,9 +22,15 @@ With ``--first-iteration`` each child is the command line itself, ``python -m th
 CONFIG``, stopped when it reports its first iteration (after the run's warm-up, if it has
 one): the wall time (from starting the process) and the CPU seconds (the process and its
 children) to get there, first with a fresh Numba cache and a fresh calibration cache (a first
-run on a new machine), then ``--repeats`` times with both warm. ``--profile`` adds where a warm
-child's time goes (``cProfile``, cumulative), and ``--imports`` what importing the command
-line and the runner costs, per top-level package (``python -X importtime``). Usage::
+run on a new machine), then ``--repeats`` times with both warm, and where the CPU time goes:
+``imports`` (with ``calibration``, the matrix-product backend's choice, measured on a new
+machine, inside them), ``load`` (the configuration), ``build`` (data, network, ladder),
+``warm_kernels`` (compiling or loading the kernels), ``initial_state`` (burn-in, and the dt
+warm-up of a chain that adapts it), ``warm-up`` (a ladder's warm-up) and ``first iteration``.
+The children may write Python bytecode, as an installed thermonet has it.
+``--profile`` adds where a warm child's time goes (``cProfile``, cumulative), and
+``--imports`` what importing the command line and the runner costs, per top-level package
+(``python -X importtime``). Usage::
 
     python benchmarks/bench_first_run.py                      # quickstart, 2 repeats
     python benchmarks/bench_first_run.py --repeats 3 --json first_run.json
@@ -100,7 +106,7 @@ def child(args) -> dict:
 
     out: dict = {"import_cpu": _cpu() - t0}
     if args.cli:
-        import thermonet.runner as runner_mod
+        runner_mod = sys.modules["thermonet.runner.run"]   # not the re-exported run()
         from thermonet.cli import main as cli_main
 
         timing: dict = {}
@@ -176,23 +182,33 @@ def cpu():
     return t.user + t.system + t.children_user + t.children_system
 
 phases = [("interpreter", cpu())]
-from thermonet.cli import options
-import thermonet.cli.run, thermonet.runner, thermonet.config
-phases.append(("imports", cpu()))
 
-def timed(module, name):
+def timed(module, name, label=None, once=False):
     original = getattr(module, name)
     def wrapper(*a, **k):
-        phases.append(("before " + name, cpu()))
+        if once and wrapper.done:
+            return original(*a, **k)
+        wrapper.done = True
+        phases.append(("before " + (label or name), cpu()))
         try:
             return original(*a, **k)
         finally:
-            phases.append((name, cpu()))
+            phases.append((label or name, cpu()))
+    wrapper.done = False
     setattr(module, name, wrapper)
+
+# the matrix-product backend is chosen (measured on a new machine) while the kernels import
+from thermonet.kernels.matmul import backend
+timed(backend, "choice", "calibration", once=True)
+from thermonet.cli import options
+import thermonet.cli.run, thermonet.runner, thermonet.config
+runner_run = sys.modules["thermonet.runner.run"]   # the package re-exports run()
+phases.append(("imports", cpu()))
 
 timed(thermonet.config, "load")
 for name in ("build", "warm_kernels", "initial_state"):
-    timed(thermonet.runner, name)
+    timed(runner_run, name)      # the names the runner calls
+timed(runner_run.Run, "_warm_up", "warm-up")
 
 def first(self, report):
     if PROFILE:
@@ -237,6 +253,13 @@ def first_iteration(args, env: dict, out_dir: str, profile: str = "") -> dict:
     return res
 
 
+def _with_bytecode(environ) -> dict:
+    """``environ`` without ``PYTHONDONTWRITEBYTECODE``: an installed thermonet has its modules'
+    bytecode (pip writes it), and a process that may not write it compiles every module's
+    source at every start (about 0.3 CPU s of the imports)."""
+    return {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def phase_line(phases: list) -> str:
     """CPU seconds per phase: ``imports 1.02, load 0.10, ...`` (``gap`` between phases)."""
     parts, last = [], 0.0
@@ -256,7 +279,7 @@ def run_first_iteration(args) -> dict:
 
     out: dict = {"cold": None, "warm": []}
     with tempfile.TemporaryDirectory(prefix="first-run-") as tmp:
-        env = dict(os.environ)
+        env = _with_bytecode(os.environ)
         if not args.warm_only:
             env.update(NUMBA_CACHE_DIR=os.path.join(tmp, "numba"),
                        THERMONET_CACHE_DIR=os.path.join(tmp, "thermonet"))
@@ -284,9 +307,11 @@ def run_first_iteration(args) -> dict:
 def import_costs(top: int = 12) -> dict[str, float]:
     """Seconds of ``import thermonet.cli.run, thermonet.runner`` per top-level package (each
     module's own time, ``python -X importtime``), largest first."""
-    p = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                        "import thermonet.cli.run, thermonet.runner"],
-                       capture_output=True, text=True, check=True)
+    for _ in range(2):            # the first may write the bytecode
+        p = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                            "import thermonet.cli.run, thermonet.runner"],
+                           capture_output=True, text=True, check=True,
+                           env=_with_bytecode(os.environ))
     per: dict[str, float] = {}
     for line in p.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:

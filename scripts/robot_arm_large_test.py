@@ -12,40 +12,35 @@ noisy targets y (what Neal reports; its floor is the noise, 2 x 0.05^2 = 0.005) 
 the noise-free targets f (the function error alone, without the test set's noise). Then the
 mean and sd over the runs, and a Markdown table.
 
-This reads the run through thermonet's internals (checkpoint, trace, sample store and the
-architecture's ``predict``); it is to become ``thermonet predict RUN robot_arm_test10k.csv``
-once that command exists.
+Each run is predicted by ``thermonet predict RUN CASES.csv --out PRED.npz --json`` on the
+inputs (written once to a temporary CSV), the command's own discard and temperature (T = 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 
 
-def predictive_mean(run_dir: str, x: np.ndarray) -> tuple[np.ndarray, int, float]:
-    """The averaged outputs of ``run_dir``'s kept networks at the coldest rung on inputs ``x``
-    (in the data's units), the number of networks and the rung's temperature."""
-    from thermonet.analysis.samples import SampleStore
-    from thermonet.data import to_original_units
-    from thermonet.plotting.predictive import regression_model
-    from thermonet.plotting.runs import first_kept, read_run_trace
-
-    info, tr = read_run_trace(run_dir)
-    _, arch, split = regression_model(run_dir, None)
-    start = first_kept(tr["iteration"].shape[0], info.discard)
-    first = int(tr["iteration"][start])
-    thetas = SampleStore(info.path, info.run_uuid, info.iterations).slot(0, first)
-    if split.train.provenance.get("standardisation"):
-        raise SystemExit(f"{run_dir}: standardised data; this script takes the robot arm's "
-                         "own units")
-    total = np.zeros((x.shape[0], split.train.y.shape[1]))
-    for theta in thetas:
-        total += to_original_units(split.test, arch.predict(np.ascontiguousarray(theta), x))[0]
-    return total / thetas.shape[0], int(thetas.shape[0]), float(info.temperatures[0])
+def predictive_mean(run_dir: str, cases_csv: str, tmp: str) -> tuple[np.ndarray, int, float]:
+    """The averaged outputs (``f_mean``, in the data's units) of ``run_dir``'s kept networks
+    at T = 1 on the inputs in ``cases_csv``, the number of networks and the temperature, from
+    ``thermonet predict``."""
+    out = os.path.join(tmp, "pred.npz")
+    p = subprocess.run([sys.executable, "-m", "thermonet", "predict", run_dir, cases_csv,
+                        "--out", out, "--json"], capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"{run_dir}: thermonet predict failed: {p.stderr.strip()}")
+    summary = json.loads(p.stdout)
+    with np.load(out) as pred:
+        return pred["f_mean"], int(summary["n_samples"]), float(summary["temperature"])
 
 
 def squared_error(pred: np.ndarray, target: np.ndarray) -> tuple[float, float]:
@@ -64,8 +59,12 @@ def main() -> None:
 
     cases = robot_arm_large_test()
     rows = []
-    for run_dir in args.runs:
-        mean, n_nets, t = predictive_mean(run_dir, cases["x"])
+    with tempfile.TemporaryDirectory() as tmp:
+        cases_csv = os.path.join(tmp, "cases.csv")
+        np.savetxt(cases_csv, cases["x"], delimiter=",", header="x1,x2", comments="",
+                   fmt="%.17g")
+        means = [predictive_mean(run_dir, cases_csv, tmp) for run_dir in args.runs]
+    for run_dir, (mean, n_nets, t) in zip(args.runs, means, strict=True):
         e_y, se_y = squared_error(mean, cases["y"])
         e_f, se_f = squared_error(mean, cases["f"])
         row = {"run": run_dir, "networks": n_nets, "temperature": t,

@@ -379,3 +379,13 @@ def test_calibrate_command_prints_the_table_and_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("THERMONET_BLAS", "numpy")
     assert ("THERMONET_BLAS=numpy overrides the measurement: thermonet uses numpy"
             in CliRunner().invoke(main, ["calibrate"]).output)
+
+
+def test_timing_the_own_products_leaves_the_kernels_products_cached(tmp_path, monkeypatch):
+    """The timing child calls the compiled C product the kernels call, so a first run loads
+    it from the cache instead of compiling it a second time."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    rate = calibration.measure_own(budget_s=0.05)
+    assert rate["rounds"] >= 5
+    assert any(tmp_path.rglob("gemm._c_product-*.nbi"))
+    assert not any(tmp_path.rglob("gemm._c_product32-*.nbi"))     # float32: not needed

@@ -78,3 +78,63 @@ def test_an_index_from_another_module_layout_is_never_read(tmp_path):
         index.write_bytes(pickle.dumps(version, protocol=-1) + payload)
     (pkg / "moved_here.py").write_text("")                # the layout changes
     assert run() == 6.0
+
+
+_PRODUCT = """
+import sys
+import numpy as np
+from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import blas
+
+@kernel
+def product(a, b, c):
+    blas.gemm(False, False, a, b, c)
+
+@kernel
+def total(a, b, c):
+    c[:] = 0.0
+    for i in range(a.shape[0]):
+        c[0, 0] += a[i, 0] + b[0, i]
+
+kind = sys.argv[1]
+dtype = np.dtype("float64" if kind == "none" else kind)
+# small integers: every product and sum is exact in float32, so the result is exact
+a = (np.arange(6 * 5).reshape(6, 5) % 7 - 3).astype(dtype)
+b = (np.arange(5 * 9).reshape(5, 9) % 5 - 2).astype(dtype)
+c = np.zeros((6, 9), dtype)
+f = total if kind == "none" else product
+f(a, b, c)
+if kind != "none":
+    assert np.array_equal(c, a.astype(np.int64) @ b.astype(np.int64)), c
+print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))
+"""
+
+
+def test_the_own_products_are_compiled_only_for_a_kernel_that_calls_them(tmp_path):
+    """A kernel without products compiles none, a float64 one no float32 products; a float32
+    kernel compiled afresh, then loaded from the cache by a process that has not compiled
+    them, finds them registered (an unregistered symbol crashes the process as the cached
+    kernel is linked)."""
+    (tmp_path / "kprod.py").write_text(_PRODUCT)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
+           "NUMBA_CACHE_DIR": str(cache), "THERMONET_BLAS": "own",
+           "THERMONET_KERNEL_DEPS": str(tmp_path)}
+
+    def run(kind):
+        out = subprocess.run([sys.executable, str(tmp_path / "kprod.py"), kind], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return tuple(int(v) for v in out.stdout.split())
+
+    def cached(name):
+        return any(cache.rglob(f"gemm.{name}-*.nbi"))
+
+    assert run("none") == (0, 1)                    # compiled
+    assert not cached("_c_product") and not cached("_c_product32")
+    assert run("float64") == (0, 1)
+    assert cached("_c_product") and not cached("_c_product32")
+    assert run("float32") == (0, 1)                 # compiled, the float32 products with it
+    assert cached("_c_product32")
+    assert run("float32") == (1, 0)                 # loaded from the cache, and it runs
+    assert run("float64") == (1, 0)

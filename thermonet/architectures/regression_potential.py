@@ -16,12 +16,12 @@ import numpy as np
 from thermonet.api import NetworkSpec, Potential, as_theta
 from thermonet.api.hyper import HyperModel
 from thermonet.errors import ConfigError, DataError
+from thermonet.kernels import leapfrog as lf
 from thermonet.kernels import mlp as k
 from thermonet.kernels import mlp_hessian as krop
 from thermonet.kernels import mlp_regression as kr
 from thermonet.kernels import mlp_regression_hessian as krh
 from thermonet.kernels import mlp_shallow as ks
-from thermonet.kernels.leapfrog import Dynamics
 from thermonet.types import FloatArray
 
 
@@ -140,6 +140,7 @@ class RegressionPotential(Potential):
             self.kx, self.ky, self.kact = self.x, self.y, int(self._act)
         #: length of the scratch array the compiled kernels take (in this layout)
         self.work_length = work
+        self._kernels = kr.kernels_for(self.kact)
         self._work = np.empty(work)
         self._partial = np.empty(self.n_params)
         self.prec = np.empty(self.n_params)
@@ -165,8 +166,8 @@ class RegressionPotential(Potential):
 
     def half_sse(self, theta: FloatArray) -> float:
         """``S(w) = sum |f(x_n) - y_n|^2 / 2`` (float64)."""
-        return float(kr.half_sse(self._theta(theta), self._widths, self.kact, self.kx, self.ky,
-                                 self.block, self._work))
+        return float(self._kernels.half_sse(self._theta(theta), self._widths, self.kact,
+                                            self.kx, self.ky, self.block, self._work))
 
     def likelihood_energy(self, theta: FloatArray) -> float:
         """``-ln p(D|w, tau)`` (nats), without the prior term."""
@@ -207,13 +208,13 @@ class RegressionPotential(Potential):
                 self._partial, self.tau, self.prec, self.const)
 
     def energy(self, theta: FloatArray) -> float:
-        return float(kr.energy(self._theta(theta), self._model()))
+        return float(self._kernels.energy(self._theta(theta), self._model()))
 
     def energy_and_grad(self, theta: FloatArray, grad_out: FloatArray | None = None
                         ) -> tuple[float, FloatArray]:
         if grad_out is None:
             grad_out = np.empty(self.n_params)
-        e = kr.energy_and_grad(self._theta(theta), grad_out, self._model())
+        e, _ = self._kernels.gradient(self._theta(theta), grad_out, self._model())
         return float(e), grad_out
 
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
@@ -221,9 +222,8 @@ class RegressionPotential(Potential):
                    half_width: FloatArray, runaway: float,
                    precision: str = "float64") -> tuple[float, int, int, int]:
         """The whole trajectory in one compiled call (float64; ``precision`` is ignored)."""
-        e, n, status, n_ref = kr.trajectory(
-            theta, p, grad, Dynamics(inv_mass, step, n_steps, half_width, runaway), wall,
-            self._model())
+        e, _, n, status, n_ref = lf.for_wall(self._kernels.trajectory, wall)(
+            theta, p, grad, (inv_mass, step, n_steps, half_width, runaway), self._model())
         return float(e), int(n), int(status), int(n_ref)
 
     def network_spec(self) -> NetworkSpec:

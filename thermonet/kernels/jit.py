@@ -18,6 +18,15 @@ separated by ``os.pathsep``, for plugins whose kernels call each other across fi
 recompiles them. The stamp also holds the BLAS backend (:mod:`thermonet.kernels.matmul.blas`),
 which is compiled into the kernels. This uses Numba's cache-locator hook and affects only
 functions compiled here.
+
+Symbols registered on demand
+----------------------------
+A kernel that calls an external symbol LLVM cannot resolve crashes the process when it is
+linked, fresh or loaded from the cache. A symbol that is costly to provide (thermonet's own
+matrix products: a compile of about 2 CPU s per dtype) is registered only when a kernel
+needs it (:func:`lazy_symbol`): the code that types the call registers it when a kernel is
+compiled, and a kernel loaded from the cache whose code names the symbol has it registered
+first.
 """
 
 from __future__ import annotations
@@ -25,11 +34,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numba
 from numba import prange
+from numba.core import caching
 
 from thermonet.kernels.matmul import backend
 
@@ -114,6 +124,33 @@ def install_cache_locators() -> None:
     impl._locator_classes[:0] = ours
 
 
+#: symbol name -> the function that registers it with LLVM (idempotent), until it is registered
+_LAZY: dict[str, Callable[[], None]] = {}
+
+
+def lazy_symbol(name: str, register: Callable[[], None]) -> None:
+    """Call ``register()`` before the first kernel whose cached code calls the symbol ``name``
+    is loaded. The caller also calls it (or has it called) when a call of the symbol is typed,
+    which covers kernels compiled afresh."""
+    _LAZY[name] = register
+
+
+def _blobs(x: Any) -> Iterator[bytes]:
+    if isinstance(x, bytes):
+        yield x
+    elif isinstance(x, tuple):
+        for item in x:
+            yield from _blobs(item)
+
+
+class _LinkLazySymbols(caching.CompileResultCacheImpl):  # type: ignore[misc]
+    def rebuild(self, target_context: Any, payload: Any) -> Any:
+        # payload[0] is the library: its object code and bitcode name the symbols it calls
+        for name in [n for n in _LAZY if any(n.encode() in b for b in _blobs(payload[0]))]:
+            _LAZY.pop(name, lambda: None)()
+        return super().rebuild(target_context, payload)
+
+
 def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) -> Any:
     """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model)."""
     if _CACHE:
@@ -123,9 +160,13 @@ def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) ->
 
     def wrap(f: Callable[..., Any]) -> Any:
         f._thermonet_kernel = True  # type: ignore[attr-defined]
-        return numba.njit(
+        d = numba.njit(
             cache=_CACHE, nogil=True, error_model="numpy", fastmath=FASTMATH, parallel=parallel
         )(f)
+        impl = getattr(getattr(d, "_cache", None), "_impl", None)
+        if type(impl) is caching.CompileResultCacheImpl:
+            impl.__class__ = _LinkLazySymbols    # the same object, with the check on loading
+        return d
 
     return wrap if func is None else wrap(func)
 
@@ -144,4 +185,4 @@ def cfunction(signature: Any) -> Callable[[Callable[..., Any]], Any]:
 
 
 __all__ = ["FASTMATH", "SAFE_FASTMATH", "cfunction", "install_cache_locators", "kernel",
-           "prange"]
+           "lazy_symbol", "prange"]

@@ -14,12 +14,13 @@ with real-valued targets; ``widths`` and ``act`` as there (``act`` may carry
 :data:`thermonet.kernels.mlp_shallow.FEATURE_MAJOR` in ``act`` the network has one hidden
 layer, ``x`` and ``y`` are stored feature-major (shapes ``(n_in, n)`` and ``(n_out, n)``) and
 the network part is :mod:`thermonet.kernels.mlp_shallow`'s (``partial`` is then unused,
-``work`` is that module's scratch).
+``work`` is that module's scratch). Each network has its own compiled kernels
+(:data:`SHALLOW`, :data:`BLOCKED`; :func:`kernels_for` picks them from ``act``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,14 +28,6 @@ from thermonet.kernels import leapfrog as lf
 from thermonet.kernels import mlp
 from thermonet.kernels import mlp_shallow as shallow
 from thermonet.kernels.jit import kernel
-
-
-@kernel
-def data_loss(theta, widths, act, x, y, block, work):
-    """``S(w)`` by the kernel ``act`` selects (module docstring)."""
-    if act & shallow.FEATURE_MAJOR:
-        return shallow.loss(theta, widths, act, x, y, block, work)
-    return mlp.loss(theta, (widths, act, x, y, block), work)
 
 
 class RegressionModel(NamedTuple):
@@ -74,14 +67,6 @@ def prior_term(theta, prec):
 
 
 @kernel
-def energy(theta, model):
-    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed."""
-    widths, act, x, y, block, work, _, tau, prec, const = model
-    s = data_loss(theta, widths, act, x, y, block, work)
-    return tau * s + const + prior_term(theta, prec)
-
-
-@kernel
 def _add_prior(theta, grad, tau, prec):
     """``grad <- tau grad + prec theta``; returns the prior term ``sum prec theta^2 / 2``."""
     ep = 0.0
@@ -93,46 +78,93 @@ def _add_prior(theta, grad, tau, prec):
     return ep
 
 
+# Each network kernel has its own energy, gradient and trajectory kernels: a runtime test of
+# ``act`` would compile both networks into every caller, and a run uses one (the shallow
+# network alone is about 7 CPU s of a cold start, docs/performance.md).
+
 @kernel
-def energy_and_grad(theta, grad, model):
-    """``E(w)`` and its gradient (written to ``grad``)."""
-    widths, act, x, y, block, work, partial, tau, prec, const = model
-    s = data_loss_and_grad(theta, (widths, act, x, y, block, work, partial), grad)
-    return tau * s + const + _add_prior(theta, grad, tau, prec)
+def _half_sse_blocked(theta, widths, act, x, y, block, work):
+    return mlp.loss(theta, (widths, act, x, y, block), work)
 
 
 @kernel
-def energy_and_grad_shallow(theta, grad, model):
-    """:func:`energy_and_grad` with the shallow kernel only (the same bits; without the
-    blocked kernel's code a trajectory's step is about 7 % faster, docs/performance.md)."""
+def _half_sse_shallow(theta, widths, act, x, y, block, work):
+    return shallow.loss(theta, widths, act, x, y, block, work)
+
+
+@kernel
+def _energy_blocked(theta, model):
     widths, act, x, y, block, work, _, tau, prec, const = model
-    s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
-    return tau * s + const + _add_prior(theta, grad, tau, prec)
+    s = mlp.loss(theta, (widths, act, x, y, block), work)
+    return tau * s + const + prior_term(theta, prec)
 
 
 @kernel
-def half_sse(theta, widths, act, x, y, block, work):
-    """``S(w) = sum |f - y|^2 / 2`` alone (the noise precision's sufficient statistic)."""
-    return data_loss(theta, widths, act, x, y, block, work)
+def _energy_shallow(theta, model):
+    widths, act, x, y, block, work, _, tau, prec, const = model
+    s = shallow.loss(theta, widths, act, x, y, block, work)
+    return tau * s + const + prior_term(theta, prec)
 
+
+# ``(E, E)``: the gradient contract of the trajectory kernels
+# (:func:`thermonet.kernels.leapfrog.trajectory_kernels`), and ``energy_and_grad`` from Python
+# (its first element); one kernel for both, not a wrapper around a second one, which cost
+# about 1.5 CPU s more to compile
 
 @kernel
-def _gradient(theta, grad, model):
-    e = energy_and_grad(theta, grad, model)
+def _gradient_blocked(theta, grad, model):
+    widths, act, x, y, block, work, partial, tau, prec, const = model
+    s = mlp.loss_and_grad(theta, (widths, act, x, y, block), work, partial, grad)
+    e = tau * s + const + _add_prior(theta, grad, tau, prec)
     return e, e
 
 
 @kernel
 def _gradient_shallow(theta, grad, model):
-    e = energy_and_grad_shallow(theta, grad, model)
+    widths, act, x, y, block, work, _, tau, prec, const = model
+    s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
+    e = tau * s + const + _add_prior(theta, grad, tau, prec)
     return e, e
 
 
-#: :func:`trajectory` compiled for each wall mode
-#: (:func:`thermonet.kernels.leapfrog.trajectory_kernels`), with the network kernel ``act``
-#: selects fixed at compile time
-TRAJECTORY = lf.trajectory_kernels("regression_trajectory", _gradient)
-TRAJECTORY_SHALLOW = lf.trajectory_kernels("regression_trajectory_shallow", _gradient_shallow)
+class NetworkKernels(NamedTuple):
+    """The compiled kernels of one network kernel: ``energy(theta, model)``,
+    ``gradient(theta, grad, model) -> (E, E)`` (the gradient to ``grad``),
+    ``half_sse(theta, widths, act, x, y, block, work)`` and the trajectory per wall mode
+    (:func:`thermonet.kernels.leapfrog.for_wall`)."""
+
+    energy: Any
+    gradient: Any
+    half_sse: Any
+    trajectory: dict[int, Any]
+
+
+BLOCKED = NetworkKernels(_energy_blocked, _gradient_blocked, _half_sse_blocked,
+                         lf.trajectory_kernels("regression_trajectory", _gradient_blocked))
+SHALLOW = NetworkKernels(_energy_shallow, _gradient_shallow, _half_sse_shallow,
+                         lf.trajectory_kernels("regression_trajectory_shallow",
+                                               _gradient_shallow))
+
+
+def kernels_for(act: int) -> NetworkKernels:
+    """:data:`SHALLOW` if ``act`` carries :data:`thermonet.kernels.mlp_shallow.FEATURE_MAJOR`,
+    else :data:`BLOCKED`."""
+    return SHALLOW if act & shallow.FEATURE_MAJOR else BLOCKED
+
+
+def energy(theta, model):
+    """``E(w)`` above (float64); NaN or inf if the forward pass overflowed."""
+    return kernels_for(model[1]).energy(theta, tuple(model))
+
+
+def energy_and_grad(theta, grad, model):
+    """``E(w)`` and its gradient (written to ``grad``)."""
+    return kernels_for(model[1]).gradient(theta, grad, tuple(model))[0]
+
+
+def half_sse(theta, widths, act, x, y, block, work):
+    """``S(w) = sum |f - y|^2 / 2`` alone (the noise precision's sufficient statistic)."""
+    return kernels_for(act).half_sse(theta, widths, act, x, y, block, work)
 
 
 def trajectory(theta, p, grad, dyn, wall, model):
@@ -141,7 +173,7 @@ def trajectory(theta, p, grad, dyn, wall, model):
     Arguments and return value as :func:`thermonet.kernels.leapfrog.mlp_trajectory` (float64
     only, serial), with ``model`` a :class:`RegressionModel`.
     """
-    kernels = TRAJECTORY_SHALLOW if model[1] & shallow.FEATURE_MAJOR else TRAJECTORY
+    kernels = kernels_for(model[1]).trajectory
     e, _, n_done, status, n_ref = lf.for_wall(kernels, wall)(theta, p, grad, tuple(dyn),
                                                              tuple(model))
     return e, n_done, status, n_ref

@@ -36,11 +36,15 @@ registered with LLVM, which keeps the kernels cacheable.
 
 from __future__ import annotations
 
+import functools
+import threading
+
+import llvmlite.binding as llb
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels.jit import kernel
+from thermonet.kernels.jit import kernel, lazy_symbol
 from thermonet.kernels.matmul import gemm as own
 from thermonet.kernels.matmul.backend import (
     BACKEND,
@@ -190,11 +194,24 @@ def _gemm_acc_mkl(ta, tb, a, b, c, alpha):
 
 _own_dgemm = types.ExternalFunction(SYM_OWN, own.C_SIGNATURE)
 _own_sgemm = types.ExternalFunction(SYM_OWN32, own.C_SIGNATURE32)
-if BACKEND == "own":
-    import llvmlite.binding as _llb
+_own_lock = threading.Lock()
+_own_symbols = {SYM_OWN: "float64", SYM_OWN32: "float32"}
 
-    _llb.add_symbol(SYM_OWN, own.c_product_address("float64"))
-    _llb.add_symbol(SYM_OWN32, own.c_product_address("float32"))
+
+def _register_own(symbol: str) -> None:
+    """Compile (or load) the own products behind ``symbol`` and register it, once: only a
+    kernel that calls them needs them (:func:`thermonet.kernels.jit.lazy_symbol`), and each
+    dtype's products are about 2 CPU s of a cold start (a run of the shallow regression
+    kernel uses neither, a float64 run not the float32 ones)."""
+    with _own_lock:
+        dtype = _own_symbols.pop(symbol, None)
+        if dtype is not None:
+            llb.add_symbol(symbol, own.c_product_address(dtype))
+
+
+if BACKEND == "own":
+    lazy_symbol(SYM_OWN, functools.partial(_register_own, SYM_OWN))
+    lazy_symbol(SYM_OWN32, functools.partial(_register_own, SYM_OWN32))
 
 
 @kernel
@@ -216,7 +233,7 @@ def _own_call32(ta, tb, a, b, c, alpha, accumulate):
 def _own_by_type(ta, tb, a, b, c):
     """Resolved when a kernel is compiled: C-contiguous float64 or float32 operands go to
     thermonet's own products (:mod:`thermonet.kernels.matmul.gemm`, through the symbols registered
-    above), anything else to ``np.dot``."""
+    as they are typed), anything else to ``np.dot``."""
 
 
 def _own_kind(a, b, c):
@@ -231,8 +248,10 @@ def _own_kind(a, b, c):
 def _own_by_type_typed(ta, tb, a, b, c):
     kind = _own_kind(a, b, c)
     if kind == types.float64:
+        _register_own(SYM_OWN)       # before the kernel being typed is linked
         return lambda ta, tb, a, b, c: _own_call(ta, tb, a, b, c, 1.0, 0)
     if kind == types.float32:
+        _register_own(SYM_OWN32)
         return lambda ta, tb, a, b, c: _own_call32(ta, tb, a, b, c, 1.0, 0)
     return lambda ta, tb, a, b, c: _gemm_numpy(ta, tb, a, b, c)
 
@@ -249,6 +268,7 @@ def _own_acc_by_type(ta, tb, a, b, c, alpha):
 @overload(_own_acc_by_type)
 def _own_acc_by_type_typed(ta, tb, a, b, c, alpha):
     if _own_kind(a, b, c) == types.float64:
+        _register_own(SYM_OWN)
         return lambda ta, tb, a, b, c, alpha: _own_call(ta, tb, a, b, c, alpha, 1)
     return lambda ta, tb, a, b, c, alpha: _gemm_acc_numpy(ta, tb, a, b, c, alpha)
 

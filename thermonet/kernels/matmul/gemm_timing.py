@@ -7,7 +7,9 @@ Run as ``python -m thermonet.kernels.matmul.gemm_timing [budget_s]`` with
 ``{"us_per_block": ..., "rounds": ...}``: the fastest of its rounds over about
 ``budget_s`` seconds after a warm-up, the products those of
 :func:`thermonet.kernels.matmul.calibration.products` (``"own"`` layouts) on fixed random operands,
-called from one compiled loop.
+called from one compiled loop through :func:`thermonet.kernels.matmul.blas.gemm`, as the kernels
+call them: the compiled products are then the cached ones the run that measures loads, not a
+second compile of about 4 CPU s inside the loop.
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ import time
 import numpy as np
 
 from thermonet.kernels.jit import kernel
-from thermonet.kernels.matmul import calibration, gemm
+from thermonet.kernels.matmul import blas, calibration
 
 
 @kernel
 def _block(reps, tas, a_s, b_s, c_s):
     for _ in range(reps):
         for p in range(len(tas)):
-            gemm.product(tas[p], False, a_s[p], b_s[p], c_s[p])
+            blas.gemm(tas[p], False, a_s[p], b_s[p], c_s[p])
 
 
 def seconds_per_block(budget_s: float) -> tuple[float, int]:
     """Fastest seconds per block over about ``budget_s`` seconds, and the number of rounds."""
+    if blas.BACKEND != "own":
+        raise RuntimeError(f"the kernels' products are {blas.BACKEND!r}; expected 'own': run "
+                           "with THERMONET_BLAS=own")
     rng = np.random.default_rng(0)
     tas, a_s, b_s, c_s = [], [], [], []
     for ta, tb, m, n, k in calibration.products("own"):
