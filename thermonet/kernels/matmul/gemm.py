@@ -64,9 +64,7 @@ _STRIP = 4
 def _tile(k, a, b, c, out):
     """``C[0:MR, 0:lanes NG]`` from ``A(i, kk) = ap[i sai + kk sak]`` and ``B[kk, :] =
     bp[kk ldb:]``; stored, or with ``accumulate`` added as ``c + alpha p``."""
-    ap, sai, sak = a
-    bp, ldb = b
-    cp, ldc = c
+    (ap, sai, sak), (bp, ldb), (cp, ldc) = a, b, c
     w = simd.width(bp)
     z = simd.zero(bp)
     c00 = z
