@@ -15,24 +15,6 @@ from thermonet.api import Proposal, Sampler
 KERNELS = Path(__file__).resolve().parents[1] / "thermonet" / "kernels"
 MAX_PARAMETERS = 8
 
-#: functions still above the cap, each with its count (the list may only shrink): the matrix
-#: products' C-callable function, whose C signature is its argument list, and the
-#: pointer-and-size micro-kernels around it and in the shallow network's kernel (matmul/simd.py
-#: says why they take pointers and sizes instead of arrays)
-STILL_LONG = {
-    "matmul/gemm.py:_put4": 9,
-    "matmul/gemm.py:_tile": 10,
-    "matmul/gemm.py:_strip": 11,
-    "matmul/gemm.py:_panel": 12,
-    "matmul/gemm.py:_raw": 13,
-    "matmul/gemm.py:_c_product": 13,
-    "matmul/gemm.py:_c_product32": 13,
-    "matmul/reduce.py:_rows": 9,
-    "mlp_shallow.py:_group": 13,
-    "mlp_shallow.py:_forward": 9,
-}
-
-
 def _n_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     a = node.args
     return (len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None)
@@ -53,13 +35,10 @@ def _long_functions() -> dict[str, int]:
 
 def test_no_kernel_takes_more_than_eight_parameters():
     """Kernels take grouped arguments (NamedTuples, passed as plain tuples) instead of long
-    positional lists; the functions not yet converted are listed and may not grow."""
+    positional lists."""
     long = _long_functions()
-    new = {k: n for k, n in long.items() if STILL_LONG.get(k, MAX_PARAMETERS) < n}
-    assert not new, (f"kernel functions with more than {MAX_PARAMETERS} parameters: {new}; "
-                     "group them in a NamedTuple (thermonet/kernels/leapfrog.py says how)")
-    gone = sorted(set(STILL_LONG) - set(long))
-    assert not gone, f"{gone} now take at most {MAX_PARAMETERS}: remove them from STILL_LONG"
+    assert not long, (f"kernel functions with more than {MAX_PARAMETERS} parameters: {long}; "
+                      "group them in a NamedTuple (thermonet/kernels/leapfrog.py says how)")
 
 
 def test_the_parameter_count_sees_every_kind_of_parameter():

@@ -84,11 +84,17 @@ def _dphi(a, tanh):
 
 
 @kernel
-def _group(tp, n_in, nh, n_out, tanh, xp, yp, ldx, hp, rp, dp, mp, grad_too):
+def _group(net, cases, rows, grad_too):
     """Eight cases: activations to ``hp``, residuals ``f_k(x) - y_k`` to ``rp`` (rows ``mp``
     apart) and, with ``grad_too``, the hidden units' deltas ``(sum_k W2[k, j] r_k) phi'`` to
     ``dp``. A residual's terms are added in hidden-unit order after ``b_k - y_k``, a delta's
-    in output order; ``phi'`` is ``1 - a^2`` for tanh and ``a (1 - a)`` for the logistic."""
+    in output order; ``phi'`` is ``1 - a^2`` for tanh and ``a (1 - a)`` for the logistic.
+    ``net = (tp, n_in, nh, n_out, tanh)``: the parameters' pointer, the widths and the
+    activation; ``cases = (xp, yp, ldx)``: the inputs and targets, rows ``ldx`` apart;
+    ``rows = (hp, rp, dp, mp)``: where the scratch rows go."""
+    tp, n_in, nh, n_out, tanh = net
+    xp, yp, ldx = cases
+    hp, rp, dp, mp = rows
     o_w2 = nh * (n_in + 1)
     o_b2 = o_w2 + n_out * nh
     if n_out <= 4:
@@ -151,8 +157,10 @@ def _group(tp, n_in, nh, n_out, tanh, xp, yp, ldx, hp, rp, dp, mp, grad_too):
 
 
 @kernel
-def _forward(theta, widths, act, xt, yt, r0, r1, work, grad_too):
-    """Cases ``r0 .. r1 - 1``, eight at a time, into the scratch (layout above)."""
+def _forward(theta, widths, act, xt, yt, cases, work, grad_too):
+    """Cases ``r0 .. r1 - 1`` (``cases = (r0, r1)``), eight at a time, into the scratch
+    (layout above)."""
+    r0, r1 = cases
     n_in = widths[0]
     nh = widths[1]
     n_out = widths[2]
@@ -166,10 +174,12 @@ def _forward(theta, widths, act, xt, yt, r0, r1, work, grad_too):
     xpad = simd.offset(wp, (2 * nh + n_out) * mp)
     ypad = simd.offset(xpad, n_in * _W)
     head = m // _W * _W
+    net = (tp, n_in, nh, n_out, tanh)
     for c in range(0, head, _W):
-        _group(tp, n_in, nh, n_out, tanh, simd.offset(simd.address(xt), r0 + c),
-               simd.offset(simd.address(yt), r0 + c), n, simd.offset(wp, c), simd.offset(rp, c),
-               simd.offset(wp, nh * mp + c), mp, grad_too)
+        _group(net, (simd.offset(simd.address(xt), r0 + c), simd.offset(simd.address(yt), r0 + c),
+                     n),
+               (simd.offset(wp, c), simd.offset(rp, c), simd.offset(wp, nh * mp + c), mp),
+               grad_too)
     if head == m:
         return
     for lane in range(_W):
@@ -178,8 +188,9 @@ def _forward(theta, widths, act, xt, yt, r0, r1, work, grad_too):
             xpad[i * _W + lane] = xt[i, c] if head + lane < m else 0.0
         for k in range(n_out):
             ypad[k * _W + lane] = yt[k, c] if head + lane < m else 0.0
-    _group(tp, n_in, nh, n_out, tanh, xpad, ypad, _W, simd.offset(wp, head),
-           simd.offset(rp, head), simd.offset(wp, nh * mp + head), mp, grad_too)
+    _group(net, (xpad, ypad, _W),
+           (simd.offset(wp, head), simd.offset(rp, head), simd.offset(wp, nh * mp + head), mp),
+           grad_too)
 
 
 @kernel
@@ -202,7 +213,7 @@ def loss(theta, widths, act, xt, yt, block, work):
     s = 0.0
     for r0 in range(0, n, block):
         r1 = min(n, r0 + block)
-        _forward(theta, widths, act, xt, yt, r0, r1, work, False)
+        _forward(theta, widths, act, xt, yt, (r0, r1), work, False)
         s += _squares(widths, r1 - r0, work)
     return s
 
@@ -226,7 +237,7 @@ def loss_and_grad(theta, widths, act, xt, yt, block, work, grad):
         r1 = min(n, r0 + block)
         m = r1 - r0
         mp = _row_stride(m)
-        _forward(theta, widths, act, xt, yt, r0, r1, work, True)
+        _forward(theta, widths, act, xt, yt, (r0, r1), work, True)
         s += _squares(widths, m, work)
         hp = wp
         dp = simd.offset(wp, nh * mp)

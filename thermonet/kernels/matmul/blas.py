@@ -214,20 +214,24 @@ if BACKEND == "own":
     lazy_symbol(SYM_OWN32, functools.partial(_register_own, SYM_OWN32))
 
 
+# the C-callable product's int64 arguments (gemm.C_SIGNATURE), built here rather than in a
+# helper that takes the arrays, whose reference counts it would update at every product
 @kernel
 def _own_call(ta, tb, a, b, c, alpha, accumulate):
-    m, n = c.shape
-    _own_dgemm(np.int32(ta), np.int32(tb), m, n, a.shape[0] if ta else a.shape[1], alpha,
-               np.int32(accumulate), a.ctypes.data, a.strides[0] // 8, b.ctypes.data,
-               b.strides[0] // 8, c.ctypes.data, c.strides[0] // 8)
+    args = (np.int64(ta), np.int64(tb), np.int64(accumulate), np.int64(c.shape[0]),
+            np.int64(c.shape[1]), np.int64(a.shape[0] if ta else a.shape[1]),
+            np.int64(a.ctypes.data), np.int64(a.strides[0] // 8), np.int64(b.ctypes.data),
+            np.int64(b.strides[0] // 8), np.int64(c.ctypes.data), np.int64(c.strides[0] // 8))
+    _own_dgemm(own.argument_block(args), alpha)
 
 
 @kernel
 def _own_call32(ta, tb, a, b, c, alpha, accumulate):
-    m, n = c.shape
-    _own_sgemm(np.int32(ta), np.int32(tb), m, n, a.shape[0] if ta else a.shape[1],
-               np.float32(alpha), np.int32(accumulate), a.ctypes.data, a.strides[0] // 4,
-               b.ctypes.data, b.strides[0] // 4, c.ctypes.data, c.strides[0] // 4)
+    args = (np.int64(ta), np.int64(tb), np.int64(accumulate), np.int64(c.shape[0]),
+            np.int64(c.shape[1]), np.int64(a.shape[0] if ta else a.shape[1]),
+            np.int64(a.ctypes.data), np.int64(a.strides[0] // 4), np.int64(b.ctypes.data),
+            np.int64(b.strides[0] // 4), np.int64(c.ctypes.data), np.int64(c.strides[0] // 4))
+    _own_sgemm(own.argument_block(args), np.float32(alpha))
 
 
 def _own_by_type(ta, tb, a, b, c):

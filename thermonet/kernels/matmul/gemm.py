@@ -35,8 +35,10 @@ every kernel that calls them: 11.5 s instead of 7 s for the first call of M(3)'s
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from thermonet.kernels.elementwise import fma
 from thermonet.kernels.environment import compiled_for_avx512
@@ -54,10 +56,15 @@ NG = 5 if _WIDE else 1
 _STRIP = 4
 
 
+# The micro-kernels take their operands grouped (plain tuples, which Numba passes as their
+# fields, so the calls still inline to the same code): ``a = (ap, sai, sak)``, the pointer and
+# A's steps between rows and along k; ``b = (bp, ldb)`` and ``c = (cp, ldc)``, a pointer and
+# its row stride; ``out = (alpha, accumulate)``, how the result is written.
 @kernel
-def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
+def _tile(k, a, b, c, out):
     """``C[0:MR, 0:lanes NG]`` from ``A(i, kk) = ap[i sai + kk sak]`` and ``B[kk, :] =
     bp[kk ldb:]``; stored, or with ``accumulate`` added as ``c + alpha p``."""
+    (ap, sai, sak), (bp, ldb), (cp, ldc) = a, b, c
     w = simd.width(bp)
     z = simd.zero(bp)
     c00 = z
@@ -89,56 +96,58 @@ def _tile(k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
         a1 = simd.splat(ap[ao + sai])
         a2 = simd.splat(ap[ao + 2 * sai])
         a3 = simd.splat(ap[ao + 3 * sai])
-        b = simd.load(bp, bo)
-        c00 = simd.fma(a0, b, c00)
-        c10 = simd.fma(a1, b, c10)
-        c20 = simd.fma(a2, b, c20)
-        c30 = simd.fma(a3, b, c30)
+        bv = simd.load(bp, bo)
+        c00 = simd.fma(a0, bv, c00)
+        c10 = simd.fma(a1, bv, c10)
+        c20 = simd.fma(a2, bv, c20)
+        c30 = simd.fma(a3, bv, c30)
         if MR > 4:   # the 6 x 1 tile of AVX2 (NG = 1 there)
-            c40 = simd.fma(simd.splat(ap[ao + 4 * sai]), b, c40)
-            c50 = simd.fma(simd.splat(ap[ao + 5 * sai]), b, c50)
+            c40 = simd.fma(simd.splat(ap[ao + 4 * sai]), bv, c40)
+            c50 = simd.fma(simd.splat(ap[ao + 5 * sai]), bv, c50)
         if NG > 1:
-            b = simd.load(bp, bo + w)
-            c01 = simd.fma(a0, b, c01)
-            c11 = simd.fma(a1, b, c11)
-            c21 = simd.fma(a2, b, c21)
-            c31 = simd.fma(a3, b, c31)
+            bv = simd.load(bp, bo + w)
+            c01 = simd.fma(a0, bv, c01)
+            c11 = simd.fma(a1, bv, c11)
+            c21 = simd.fma(a2, bv, c21)
+            c31 = simd.fma(a3, bv, c31)
         if NG > 2:
-            b = simd.load(bp, bo + 2 * w)
-            c02 = simd.fma(a0, b, c02)
-            c12 = simd.fma(a1, b, c12)
-            c22 = simd.fma(a2, b, c22)
-            c32 = simd.fma(a3, b, c32)
+            bv = simd.load(bp, bo + 2 * w)
+            c02 = simd.fma(a0, bv, c02)
+            c12 = simd.fma(a1, bv, c12)
+            c22 = simd.fma(a2, bv, c22)
+            c32 = simd.fma(a3, bv, c32)
         if NG > 3:
-            b = simd.load(bp, bo + 3 * w)
-            c03 = simd.fma(a0, b, c03)
-            c13 = simd.fma(a1, b, c13)
-            c23 = simd.fma(a2, b, c23)
-            c33 = simd.fma(a3, b, c33)
+            bv = simd.load(bp, bo + 3 * w)
+            c03 = simd.fma(a0, bv, c03)
+            c13 = simd.fma(a1, bv, c13)
+            c23 = simd.fma(a2, bv, c23)
+            c33 = simd.fma(a3, bv, c33)
         if NG > 4:
-            b = simd.load(bp, bo + 4 * w)
-            c04 = simd.fma(a0, b, c04)
-            c14 = simd.fma(a1, b, c14)
-            c24 = simd.fma(a2, b, c24)
-            c34 = simd.fma(a3, b, c34)
+            bv = simd.load(bp, bo + 4 * w)
+            c04 = simd.fma(a0, bv, c04)
+            c14 = simd.fma(a1, bv, c14)
+            c24 = simd.fma(a2, bv, c24)
+            c34 = simd.fma(a3, bv, c34)
     # offsets through pointers, not literal integers, which would compile a _put4 for each
-    _put4(cp, ldc, c00, c10, c20, c30, _STRIP, alpha, accumulate)
+    _put4(c, c00, c10, c20, c30, _STRIP, out)
     if MR > 4:
-        _put(simd.offset(cp, 4 * ldc), c40, alpha, accumulate)
-        _put(simd.offset(cp, 5 * ldc), c50, alpha, accumulate)
+        _put(simd.offset(cp, 4 * ldc), c40, out)
+        _put(simd.offset(cp, 5 * ldc), c50, out)
     if NG > 1:
-        _put4(simd.offset(cp, w), ldc, c01, c11, c21, c31, _STRIP, alpha, accumulate)
+        _put4((simd.offset(cp, w), ldc), c01, c11, c21, c31, _STRIP, out)
     if NG > 2:
-        _put4(simd.offset(cp, 2 * w), ldc, c02, c12, c22, c32, _STRIP, alpha, accumulate)
+        _put4((simd.offset(cp, 2 * w), ldc), c02, c12, c22, c32, _STRIP, out)
     if NG > 3:
-        _put4(simd.offset(cp, 3 * w), ldc, c03, c13, c23, c33, _STRIP, alpha, accumulate)
+        _put4((simd.offset(cp, 3 * w), ldc), c03, c13, c23, c33, _STRIP, out)
     if NG > 4:
-        _put4(simd.offset(cp, 4 * w), ldc, c04, c14, c24, c34, _STRIP, alpha, accumulate)
+        _put4((simd.offset(cp, 4 * w), ldc), c04, c14, c24, c34, _STRIP, out)
 
 
 @kernel
-def _strip(mr, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
+def _strip(mr, k, a, b, c, out):
     """``C[0:mr, 0:lanes]`` (``mr`` <= 4): the edges that :func:`_tile` does not cover."""
+    ap, sai, sak = a
+    bp, ldb = b
     z = simd.zero(bp)
     c0 = z
     c1 = z
@@ -146,32 +155,34 @@ def _strip(mr, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
     c3 = z
     for kk in range(k):
         ao = kk * sak
-        b = simd.load(bp, kk * ldb)
-        c0 = simd.fma(simd.splat(ap[ao]), b, c0)
+        bv = simd.load(bp, kk * ldb)
+        c0 = simd.fma(simd.splat(ap[ao]), bv, c0)
         if mr > 1:
-            c1 = simd.fma(simd.splat(ap[ao + sai]), b, c1)
+            c1 = simd.fma(simd.splat(ap[ao + sai]), bv, c1)
         if mr > 2:
-            c2 = simd.fma(simd.splat(ap[ao + 2 * sai]), b, c2)
+            c2 = simd.fma(simd.splat(ap[ao + 2 * sai]), bv, c2)
         if mr > 3:
-            c3 = simd.fma(simd.splat(ap[ao + 3 * sai]), b, c3)
-    _put4(cp, ldc, c0, c1, c2, c3, mr, alpha, accumulate)
+            c3 = simd.fma(simd.splat(ap[ao + 3 * sai]), bv, c3)
+    _put4(c, c0, c1, c2, c3, mr, out)
 
 
 @kernel
-def _put4(cp, ldc, v0, v1, v2, v3, mr, alpha, accumulate):
+def _put4(c, v0, v1, v2, v3, mr, out):
     """Rows ``0 .. mr - 1`` of a column group at ``cp``, ``ldc`` apart."""
-    _put(cp, v0, alpha, accumulate)
+    cp, ldc = c
+    _put(cp, v0, out)
     if mr > 1:
-        _put(simd.offset(cp, ldc), v1, alpha, accumulate)
+        _put(simd.offset(cp, ldc), v1, out)
     if mr > 2:
-        _put(simd.offset(cp, 2 * ldc), v2, alpha, accumulate)
+        _put(simd.offset(cp, 2 * ldc), v2, out)
     if mr > 3:
-        _put(simd.offset(cp, 3 * ldc), v3, alpha, accumulate)
+        _put(simd.offset(cp, 3 * ldc), v3, out)
 
 
 @kernel
-def _put(p, v, alpha, accumulate):
+def _put(p, v, out):
     """``p[0:lanes] = v``, or with ``accumulate`` ``p[0:lanes] + alpha v``."""
+    alpha, accumulate = out
     if accumulate:
         simd.store(p, 0, simd.add(simd.load(p, 0), simd.mul(simd.splat(alpha), v)))
     else:
@@ -179,16 +190,19 @@ def _put(p, v, alpha, accumulate):
 
 
 @kernel
-def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
+def _panel(m, ng, k, a, b, c, out):
     """``C[0:m, 0:lanes ng]``: :data:`NG` groups and :data:`MR` rows at a time, the rest of the
     rows and groups a strip (up to four rows, one group) at a time."""
+    ap, sai, sak = a
+    bp, ldb = b
+    cp, ldc = c
     w = simd.width(bp)
     m_full = m // MR * MR
     for g0 in range(0, ng, NG):
         if ng - g0 >= NG:
             for i in range(0, m_full, MR):
-                _tile(k, simd.offset(ap, i * sai), sai, sak, simd.offset(bp, g0 * w), ldb,
-                      simd.offset(cp, i * ldc + g0 * w), ldc, alpha, accumulate)
+                _tile(k, (simd.offset(ap, i * sai), sai, sak), (simd.offset(bp, g0 * w), ldb),
+                      (simd.offset(cp, i * ldc + g0 * w), ldc), out)
             rows = m_full
             groups = NG
         else:
@@ -196,9 +210,9 @@ def _panel(m, ng, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate):
             groups = ng - g0
         for g in range(g0, g0 + groups):
             for i in range(rows, m, _STRIP):
-                _strip(min(_STRIP, m - i), k, simd.offset(ap, i * sai), sai, sak,
-                       simd.offset(bp, g * w), ldb, simd.offset(cp, i * ldc + g * w), ldc,
-                       alpha, accumulate)
+                _strip(min(_STRIP, m - i), k, (simd.offset(ap, i * sai), sai, sak),
+                       (simd.offset(bp, g * w), ldb), (simd.offset(cp, i * ldc + g * w), ldc),
+                       out)
 
 
 def _buffer(p, n):
@@ -212,10 +226,16 @@ def _buffer_typed(p, n):
 
 
 @kernel
-def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
-    """``C = op(A) @ op(B)`` (or ``C += alpha op(A) @ op(B)``) on row-major operands at
-    pointers with row strides ``lda``, ``ldb``, ``ldc`` (of ``a``, ``b``, ``c`` as stored),
-    all float64 or all float32 (then ``alpha`` is rounded to float32)."""
+def _raw(ta, tb, size, a, b, c, out):
+    """``C = op(A) @ op(B)`` (or ``C += alpha op(A) @ op(B)``), ``size = (m, n, k)``, on
+    row-major operands ``a = (ap, lda)``, ``b = (bp, ldb)``, ``c = (cp, ldc)`` (pointers and
+    row strides of ``a``, ``b``, ``c`` as stored), all float64 or all float32 (then ``alpha``
+    of ``out = (alpha, accumulate)`` is rounded to float32)."""
+    m, n, k = size
+    ap, lda = a
+    bp, ldb = b
+    cp, ldc = c
+    alpha, accumulate = out
     sai = 1 if ta else lda
     sak = lda if ta else 1
     alpha = simd.scalar(cp, alpha)
@@ -234,7 +254,7 @@ def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
     w = simd.width(bp)
     n_full = n // w * w
     if n_full > 0:
-        _panel(m, n_full // w, k, ap, sai, sak, bp, ldb, cp, ldc, alpha, accumulate)
+        _panel(m, n_full // w, k, (ap, sai, sak), b, c, (alpha, accumulate))
     if n_full == n:
         return
     # the last n mod lanes columns: B's columns zero-padded to a group, C's rows through a
@@ -246,8 +266,8 @@ def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
     ct = _buffer(cp, _STRIP * w)
     for i in range(0, m, _STRIP):
         mr = min(_STRIP, m - i)
-        _strip(mr, k, simd.offset(ap, i * sai), sai, sak, simd.address(bt), w,
-               simd.address(ct), w, alpha, np.bool_(False))
+        _strip(mr, k, (simd.offset(ap, i * sai), sai, sak), (simd.address(bt), w),
+               (simd.address(ct), w), (alpha, np.bool_(False)))
         for r in range(mr):
             for j in range(n_full, n):
                 t = ct[r * w + j - n_full]
@@ -257,9 +277,9 @@ def _raw(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc, alpha, accumulate):
 
 @kernel
 def _products(ta, tb, a, b, c, alpha, accumulate):
-    _raw(ta, tb, c.shape[0], c.shape[1], a.shape[0] if ta else a.shape[1], simd.address(a),
-         a.shape[1], simd.address(b), b.shape[1], simd.address(c), c.shape[1], alpha,
-         accumulate)
+    _raw(ta, tb, (c.shape[0], c.shape[1], a.shape[0] if ta else a.shape[1]),
+         (simd.address(a), a.shape[1]), (simd.address(b), b.shape[1]),
+         (simd.address(c), c.shape[1]), (alpha, accumulate))
 
 
 @kernel
@@ -275,27 +295,45 @@ def product_acc(ta, tb, a, b, c, alpha):
     _products(ta, tb, a, b, c, alpha, np.bool_(True))
 
 
-#: signature of the C-callable product (:func:`c_product_address`): ``(ta, tb, m, n, k,
-#: alpha, accumulate, a, lda, b, ldb, c, ldc)``, flags as int32, addresses as intp
-C_SIGNATURE = types.void(types.int32, types.int32, types.int64, types.int64, types.int64,
-                         types.float64, types.int32, types.intp, types.int64, types.intp,
-                         types.int64, types.intp, types.int64)
+#: signature of the C-callable product (:func:`c_product_address`): ``(args, alpha)``, ``args``
+#: a pointer to twelve int64 (:func:`argument_block`): ``ta, tb, accumulate`` (0 or 1), ``m, n,
+#: k``, then the address and row stride (in elements) of ``a``, of ``b`` and of ``c``
+C_SIGNATURE = types.void(types.CPointer(types.int64), types.float64)
 
 
-def _c_product(ta, tb, m, n, k, alpha, accumulate, a, lda, b, ldb, c, ldc):
-    _raw(ta != 0, tb != 0, m, n, k, simd.pointer(a), lda, simd.pointer(b), ldb,
-         simd.pointer(c), ldc, alpha, accumulate != 0)
+def _c_product(args, alpha):
+    _raw(args[0] != 0, args[1] != 0, (args[3], args[4], args[5]),
+         (simd.pointer(args[6]), args[7]), (simd.pointer(args[8]), args[9]),
+         (simd.pointer(args[10]), args[11]), (alpha, args[2] != 0))
 
 
 #: the same for float32 operands (``alpha`` float32)
-C_SIGNATURE32 = types.void(types.int32, types.int32, types.int64, types.int64, types.int64,
-                           types.float32, types.int32, types.intp, types.int64, types.intp,
-                           types.int64, types.intp, types.int64)
+C_SIGNATURE32 = types.void(types.CPointer(types.int64), types.float32)
 
 
-def _c_product32(ta, tb, m, n, k, alpha, accumulate, a, lda, b, ldb, c, ldc):
-    _raw(ta != 0, tb != 0, m, n, k, simd.pointer32(a), lda, simd.pointer32(b), ldb,
-         simd.pointer32(c), ldc, alpha, accumulate != 0)
+def _c_product32(args, alpha):
+    _raw(args[0] != 0, args[1] != 0, (args[3], args[4], args[5]),
+         (simd.pointer32(args[6]), args[7]), (simd.pointer32(args[8]), args[9]),
+         (simd.pointer32(args[10]), args[11]), (alpha, args[2] != 0))
+
+
+@intrinsic
+def argument_block(typingctx, values):
+    """A pointer to the int64 tuple ``values`` copied into the calling function's stack frame
+    (valid until it returns): the ``args`` of :data:`C_SIGNATURE`, without a heap
+    allocation per product."""
+    if not (isinstance(values, types.UniTuple) and values.dtype == types.int64):
+        return None
+    n = values.count
+
+    def codegen(context, builder, sig, args):
+        block = cgutils.alloca_once(builder, ir.IntType(64), size=n)
+        for i in range(n):
+            builder.store(builder.extract_value(args[0], i),
+                          builder.gep(block, [ir.Constant(ir.IntType(32), i)]))
+        return block
+
+    return types.CPointer(types.int64)(values), codegen
 
 
 _compiled: dict = {}

@@ -63,9 +63,12 @@ def total(pb, m):
 
 
 @kernel
-def _rows(pa, pb, ldb, nb, m, out, o0, ostride, product):
+def _rows(pa, rows, m, dest, product):
     """``out[o0 + t ostride] +=`` :func:`dot` of ``a`` and row ``t`` of ``pb`` (``product``)
-    or :func:`total` of row ``t``, for the ``nb`` rows (``ldb`` apart), four at a time."""
+    or :func:`total` of row ``t``, for the ``nb`` rows (``ldb`` apart), four at a time;
+    ``rows = (pb, ldb, nb)``, ``dest = (out, o0, ostride)``."""
+    pb, ldb, nb = rows
+    out, o0, ostride = dest
     head = m // LANES * LANES
     t = 0
     while t + 4 <= nb:
@@ -105,13 +108,13 @@ def _rows(pa, pb, ldb, nb, m, out, o0, ostride, product):
 def dots(pa, pb, ldb, nb, m, out, o0, ostride):
     """``out[o0 + t ostride] += dot(a, b_t)`` for the ``nb`` rows ``b_t`` of ``pb`` (``ldb``
     elements apart), ``m`` terms each; ``out`` a pointer."""
-    _rows(pa, pb, ldb, nb, m, out, o0, ostride, True)
+    _rows(pa, (pb, ldb, nb), m, (out, o0, ostride), True)
 
 
 @kernel
 def sums(pb, ldb, nb, m, out, o0):
     """``out[o0 + t] += total(b_t)`` for the ``nb`` rows of ``pb`` (``ldb`` apart)."""
-    _rows(pb, pb, ldb, nb, m, out, o0, 1, False)
+    _rows(pb, (pb, ldb, nb), m, (out, o0, 1), False)
 
 
 @kernel
