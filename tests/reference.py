@@ -1,4 +1,5 @@
-"""Slow, obviously correct NumPy references for the kernels (independent of thermonet)."""
+"""Slow, obviously correct NumPy references for the kernels and the statistics (independent of
+thermonet)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,12 @@ def energy_and_grad(theta, widths, x, y, logistic_output=False):
             delta = (delta @ w) * acts[i] * (1 - acts[i])
     flat = np.concatenate([np.concatenate([gw.ravel(), gb]) for gw, gb in reversed(grads)])
     return e, flat
+
+
+def integrated_autocorrelation_time(x: np.ndarray, c: float = 5.0) -> float:
+    """Independent tau_int: the autocorrelation by direct sums (no FFT), Sokal's window."""
+    d = x - x.mean()
+    acf = np.correlate(d, d, mode="full")[d.size - 1:]
+    taus = 2.0 * np.cumsum(acf / acf[0]) - 1.0
+    ok = np.arange(taus.size) >= c * taus
+    return float(max(taus[int(np.argmax(ok)) if ok.any() else taus.size - 1], 1.0))
