@@ -109,12 +109,11 @@ def test_heat_capacity_of_chains_is_pooled_with_each_chains_own_error_bar():
     rng = np.random.default_rng(21)
     e = np.stack([ar1(rng, n, -5.0 + 0.3 * j, var, phi) for j in range(n_c)], axis=1)
     c, err = heat_capacity(e, temp)
-    n_all = e.size
-    d2 = (e - e.mean()) ** 2
+    want_c, want_err, p = ref.heat_capacity_of_chains(e, temp)
+    assert p > 0.05                                    # the chains agree: no scale factor
     assert c == pytest.approx(np.var(e.ravel(), ddof=1) / temp**2, rel=1e-12)
-    errs = [math.sqrt(np.var(d2[:, j], ddof=1) * ref.integrated_autocorrelation_time(d2[:, j]) / n) for j in range(n_c)]
-    want = math.sqrt(np.sum(np.square(errs))) / n_c * n_all / (n_all - 1) / temp**2
-    assert err == pytest.approx(want, rel=1e-9)
+    assert c == pytest.approx(want_c, rel=1e-12)
+    assert err == pytest.approx(want_err, rel=1e-9)
     # the chains joined end to end measure a spurious autocorrelation at the joins
     joined = heat_capacity(np.concatenate([e[:, j] for j in range(n_c)]), temp)
     assert joined[0] == pytest.approx(c, rel=1e-12)
@@ -122,6 +121,22 @@ def test_heat_capacity_of_chains_is_pooled_with_each_chains_own_error_bar():
     # the chains' order does not matter; one column is the single-series estimate
     assert heat_capacity(e[:, ::-1], temp)[1] == pytest.approx(err, rel=1e-12)
     assert heat_capacity(e[:, :1], temp) == heat_capacity(e[:, 0], temp)
+
+
+def test_a_stuck_chain_widens_the_heat_capacity_error_to_the_spread_between_chains():
+    """One of four chains planted at a wider energy distribution (a chain stuck elsewhere):
+    the chains' means of (E - <E>)^2 disagree far beyond their errors, and the error bar
+    grows by sqrt(chi2 / (C - 1)) to cover the spread between them."""
+    n, n_c, phi, temp = 2000, 4, 0.5, 1.0
+    rng = np.random.default_rng(23)
+    e = np.stack([ar1(rng, n, 0.0, 9.0 if j == 2 else 1.0, phi) for j in range(n_c)], axis=1)
+    c, err = heat_capacity(e, temp)
+    want_c, want_err, p = ref.heat_capacity_of_chains(e, temp)
+    assert p < 1e-6
+    assert (c, err) == (pytest.approx(want_c, rel=1e-12), pytest.approx(want_err, rel=1e-9))
+    d = (e - e.mean()) ** 2
+    between = np.std(d.mean(axis=0), ddof=1) / math.sqrt(n_c)          # about 2
+    assert err > 0.5 * between > 10 * heat_capacity(e[:, :2], temp)[1]
 
 
 def test_heat_capacity_error_of_chains_matches_the_ar1_variance():

@@ -490,9 +490,8 @@ def test_info_gives_each_chain_its_own_split_rhat(arm_chains):
 
 def test_analyse_takes_the_heat_capacity_of_the_chains_as_chains(arm_chains):
     """C = Var(E)/T^2 pooled over the chains; its error from each chain's own
-    autocorrelation-aware error of (E - <E>)^2, combined; computed here independently."""
-    import math
-
+    autocorrelation-aware error of (E - <E>)^2, combined (tests/reference.py computes it
+    independently)."""
     import thermonet as tn
     from tests import reference as ref
     from thermonet.analysis import analyse
@@ -500,9 +499,6 @@ def test_analyse_takes_the_heat_capacity_of_the_chains_as_chains(arm_chains):
     rec = tn.open_run(arm_chains / "s2")
     e = np.asarray(rec.kept["energy_k"], dtype=np.float64)          # (n, 2 chains)
     a = analyse(arm_chains / "s2", test=False, predictive=False)
-    n, n_all, t2 = e.shape[0], e.size, float(rec.temperatures[0]) ** 2
-    d2 = (e - e.mean()) ** 2
-    assert a.table["heat_capacity"][0] == pytest.approx(d2.sum() / (n_all - 1) / t2, rel=1e-12)
-    errs = [math.sqrt(np.var(d2[:, c], ddof=1) * ref.integrated_autocorrelation_time(d2[:, c]) / n) for c in range(2)]
-    want = math.sqrt(np.sum(np.square(errs))) / 2 * n_all / (n_all - 1) / t2
-    assert a.table["heat_capacity_err"][0] == pytest.approx(want, rel=1e-9)
+    want_c, want_err, _ = ref.heat_capacity_of_chains(e, float(rec.temperatures[0]))
+    assert a.table["heat_capacity"][0] == pytest.approx(want_c, rel=1e-12)
+    assert a.table["heat_capacity_err"][0] == pytest.approx(want_err, rel=1e-9)

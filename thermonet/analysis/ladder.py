@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from thermonet import stats
+from thermonet.analysis.consistency import consistency
 from thermonet.analysis.mixing import replica_passages
 from thermonet.types import IntArray
 
@@ -63,8 +64,10 @@ def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
     the mean of its own ``d`` (:func:`series_stats`, so no autocorrelation is measured
     across the end of one chain and the start of the next), combined as the error of the
     draw-weighted mean of the chains' means, ``sqrt(sum (n_c err_c)^2) / N``, then scaled by
-    ``N / (N - 1)``. Disagreement between chains is the verdict's to judge (R-hat between
-    chains), not this error bar's.
+    ``N / (N - 1)``. When the chains' means of ``d`` disagree beyond those errors (the
+    chi-square test of :func:`thermonet.analysis.consistency.consistency`, p < 0.05, as a
+    stuck chain makes them), the error grows by ``sqrt(chi2 / (C - 1))``, the factor that
+    makes the errors cover the spread between chains.
 
     Parameters
     ----------
@@ -88,6 +91,10 @@ def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
     n_c = chains.shape[1]
     errs = np.array([series_stats(d)[1] for d in d2])
     err = float(np.sqrt(np.sum((n_c * errs) ** 2)) / n_all)
+    if d2.shape[0] > 1 and np.all(errs > 0):
+        between = consistency(d2.mean(axis=1), errs)
+        if not between.agree:
+            err *= between.error_scale
     scale = n_all / (n_all - 1)
     return float(d2.sum() / (n_all - 1) / t2), float(err * scale / t2)
 
