@@ -92,7 +92,7 @@ def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
     errs = np.array([series_stats(d)[1] for d in d2])
     err = float(np.sqrt(np.sum((n_c * errs) ** 2)) / n_all)
     if d2.shape[0] > 1 and np.all(errs > 0):
-        between = consistency(d2.mean(axis=1), errs)
+        between = consistency(d2.mean(axis=1).tolist(), errs.tolist())
         if not between.agree:
             err *= between.error_scale
     scale = n_all / (n_all - 1)
