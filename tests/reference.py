@@ -1,4 +1,5 @@
-"""Slow, obviously correct NumPy references for the kernels (independent of thermonet)."""
+"""Slow, obviously correct NumPy references for the kernels and the statistics (independent of
+thermonet)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,38 @@ def energy_and_grad(theta, widths, x, y, logistic_output=False):
             delta = (delta @ w) * acts[i] * (1 - acts[i])
     flat = np.concatenate([np.concatenate([gw.ravel(), gb]) for gw, gb in reversed(grads)])
     return e, flat
+
+
+def integrated_autocorrelation_time(x: np.ndarray, c: float = 5.0) -> float:
+    """Independent tau_int: the autocorrelation by direct sums (no FFT), Sokal's window."""
+    d = x - x.mean()
+    acf = np.correlate(d, d, mode="full")[d.size - 1:]
+    taus = 2.0 * np.cumsum(acf / acf[0]) - 1.0
+    ok = np.arange(taus.size) >= c * taus
+    return float(max(taus[int(np.argmax(ok)) if ok.any() else taus.size - 1], 1.0))
+
+
+def heat_capacity_of_chains(e: np.ndarray, temperature: float) -> tuple[float, float, float]:
+    """``Var(E)/T^2`` of chains ``e`` (n, C), pooled about the pooled mean, and its error:
+    each chain's ``sqrt(var(d) tau / n)`` of ``d = (E - <E>)^2`` combined as the error of the
+    mean of the chains' means, times ``sqrt(chi2 / (C - 1))`` when the chains' means of ``d``
+    disagree (chi-square about their inverse-variance weighted mean, p < 0.05). Also
+    returns that p-value (NaN for one chain)."""
+    from scipy.stats import chi2 as chi2_dist
+
+    n, n_c = e.shape
+    n_all = e.size
+    d = (e - e.mean()) ** 2
+    errs = np.array([np.sqrt(np.var(d[:, j], ddof=1) * integrated_autocorrelation_time(d[:, j])
+                             / n) for j in range(n_c)])
+    err = np.sqrt(np.sum(errs ** 2)) / n_c
+    p = float("nan")
+    if n_c > 1:
+        m = d.mean(axis=0)
+        w = 1.0 / errs ** 2
+        chi2 = float(np.sum(w * (m - np.sum(w * m) / np.sum(w)) ** 2))
+        p = float(chi2_dist.sf(chi2, n_c - 1))
+        if p < 0.05:
+            err *= np.sqrt(chi2 / (n_c - 1))
+    t2 = temperature ** 2
+    return float(d.sum() / (n_all - 1) / t2), float(err * n_all / (n_all - 1) / t2), p

@@ -100,6 +100,56 @@ def test_heat_capacity_ar1(seed):
     assert err == pytest.approx(exact, rel=0.25)
 
 
+def test_heat_capacity_of_chains_is_pooled_with_each_chains_own_error_bar():
+    """Four planted AR(1) chains of one temperature: C from the pooled variance about the
+    pooled mean, its error from each chain's own autocorrelation-aware error of its squared
+    deviations (no autocorrelation across a chain's end and the next one's start), combined
+    as the error of the mean of the chains' means; computed here independently."""
+    n, n_c, var, phi, temp = 3000, 4, 3.0, 0.9, 1.7
+    rng = np.random.default_rng(21)
+    e = np.stack([ar1(rng, n, -5.0 + 0.3 * j, var, phi) for j in range(n_c)], axis=1)
+    c, err = heat_capacity(e, temp)
+    want_c, want_err, p = ref.heat_capacity_of_chains(e, temp)
+    assert p > 0.05                                    # the chains agree: no scale factor
+    assert c == pytest.approx(np.var(e.ravel(), ddof=1) / temp**2, rel=1e-12)
+    assert c == pytest.approx(want_c, rel=1e-12)
+    assert err == pytest.approx(want_err, rel=1e-9)
+    # the chains joined end to end measure a spurious autocorrelation at the joins
+    joined = heat_capacity(np.concatenate([e[:, j] for j in range(n_c)]), temp)
+    assert joined[0] == pytest.approx(c, rel=1e-12)
+    assert abs(joined[1] / err - 1) > 5e-3
+    # the chains' order does not matter; one column is the single-series estimate
+    assert heat_capacity(e[:, ::-1], temp)[1] == pytest.approx(err, rel=1e-12)
+    assert heat_capacity(e[:, :1], temp) == heat_capacity(e[:, 0], temp)
+
+
+def test_a_stuck_chain_widens_the_heat_capacity_error_to_the_spread_between_chains():
+    """One of four chains planted at a wider energy distribution (a chain stuck elsewhere):
+    the chains' means of (E - <E>)^2 disagree far beyond their errors, and the error bar
+    grows by sqrt(chi2 / (C - 1)) to cover the spread between them."""
+    n, n_c, phi, temp = 2000, 4, 0.5, 1.0
+    rng = np.random.default_rng(23)
+    e = np.stack([ar1(rng, n, 0.0, 9.0 if j == 2 else 1.0, phi) for j in range(n_c)], axis=1)
+    c, err = heat_capacity(e, temp)
+    want_c, want_err, p = ref.heat_capacity_of_chains(e, temp)
+    assert p < 1e-6
+    assert (c, err) == (pytest.approx(want_c, rel=1e-12), pytest.approx(want_err, rel=1e-9))
+    d = (e - e.mean()) ** 2
+    between = np.std(d.mean(axis=0), ddof=1) / math.sqrt(n_c)          # about 2
+    assert err > 0.5 * between > 10 * heat_capacity(e[:, :2], temp)[1]
+
+
+def test_heat_capacity_error_of_chains_matches_the_ar1_variance():
+    # Var of the sample variance of N Gaussian AR(1) draws: 2 sigma^4 (1 + phi^2) / (N (1 - phi^2))
+    n, n_c, var, phi, temp = 10_000, 4, 2.0, 0.6, 0.8
+    rng = np.random.default_rng(22)
+    e = np.stack([ar1(rng, n, 1.0, var, phi) for _ in range(n_c)], axis=1)
+    c, err = heat_capacity(e, temp)
+    exact = math.sqrt(2 * var**2 * (1 + phi**2) / (n * n_c * (1 - phi**2))) / temp**2
+    assert err == pytest.approx(exact, rel=0.25)
+    assert abs(c - var / temp**2) < 4 * err
+
+
 # --- round trips and swaps ---------------------------------------------------------------------
 
 def replicas_from_positions(pos_tr: list[list[int]]) -> np.ndarray:

@@ -91,43 +91,69 @@ def test_cli_writes_the_figure_and_refuses_several_runs(run_dir, tmp_path):
 
 
 def test_the_error_trace_equals_numpy_along_the_run(run_dir, tmp_path):
-    """Neal 1993 Fig. 2's numbers: each stored network's training and test squared error, and
-    the test error of the outputs averaged from the end of the discarded part, computed
-    independently in NumPy."""
+    """Neal 1993 Fig. 2's numbers for every chain of the run (4): each stored network's
+    training and test squared error, the test error of the outputs averaged from the end of
+    the discarded part over every chain (as predict pools them) and within each chain,
+    computed independently in NumPy."""
     from thermonet.cli import main
     from thermonet.data import load_file_split
     from thermonet.plotting import error_trace, plot_errors
 
     nums = error_trace(run_dir)
     tr = iotrace.read_trace(run_dir, samples=True)
-    its, thetas = tr["samples_iteration"], tr["samples_theta"][:, 0]
+    its, theta_sc = tr["samples_iteration"], tr["samples_theta"]
+    n_c = theta_sc.shape[1]
+    assert n_c == nums.n_chains == 4
     split = load_file_split(run_dir.parent / "sub" / "d.csv", outputs=["u", "v"],
                             standardise=True, seed=2)
     st = split.train.provenance["standardisation"]
+    y = Y[split.test.indices]
 
     def err(th, idx):
         xz = (X[idx] - st["x_mean"]) / np.array(st["x_std"])
         return np.mean(np.sum((forward(th, xz, st) - Y[idx]) ** 2, axis=1))
 
-    assert np.array_equal(nums.iteration, its) and nums.first_kept == 3    # discard 0.34 of 6
+    def sq(f):
+        return np.mean(np.sum((f - y) ** 2, axis=1))
+
+    # rows chain by chain, as RunRecord.samples gives the networks
+    assert np.array_equal(nums.iteration, np.tile(its, n_c)) and nums.first_kept == 3
+    assert np.array_equal(nums.chain, np.repeat(np.arange(n_c), its.size))
+    thetas = np.concatenate([theta_sc[:, c] for c in range(n_c)])
     assert np.allclose(nums.train, [err(th, split.train.indices) for th in thetas], rtol=1e-10)
     assert np.allclose(nums.test, [err(th, split.test.indices) for th in thetas], rtol=1e-10)
     xz = (X[split.test.indices] - st["x_mean"]) / np.array(st["x_std"])
-    f = np.array([forward(th, xz, st) for th in thetas])
-    kept = its >= 3
-    running = [np.mean(np.sum((f[kept][: j + 1].mean(0) - Y[split.test.indices]) ** 2, axis=1))
-               for j in range(int(kept.sum()))]
-    assert np.all(np.isnan(nums.averaged[~kept]))
-    assert np.allclose(nums.averaged[kept], running, rtol=1e-10)
-    # the last averaged value is the predictive test error the analysis reports
+    f = np.array([[forward(th, xz, st) for th in theta_sc[:, c]] for c in range(n_c)])
+    kept = its >= 3                                            # discard 0.34 of 6
+    m = int(kept.sum())
+    pooled = [sq(f[:, kept][:, : j + 1].reshape(-1, *y.shape).mean(0)) for j in range(m)]
+    own = [[sq(f[c, kept][: j + 1].mean(0)) for j in range(m)] for c in range(n_c)]
+    for c in range(n_c):
+        rows = nums.chain == c
+        assert np.all(np.isnan(nums.averaged[rows][~kept]))
+        assert np.allclose(nums.averaged[rows][kept], pooled, rtol=1e-10)
+        assert np.allclose(nums.chain_averaged[rows][kept], own[c], rtol=1e-10)
+    # the chains' networks differ, so pooling is not chain 0's curve
+    assert not np.allclose(pooled, own[0], rtol=1e-6)
+    # the last pooled value is the predictive test error of every chain's kept networks
     from thermonet.analysis.samples import evaluate_regression
     from thermonet.plotting.predictive import regression_model
 
     _, arch, data = regression_model(run_dir, None)
-    ev = evaluate_regression(arch, thetas[kept], test=data.test)
+    every = np.concatenate([theta_sc[kept, c] for c in range(n_c)])
+    ev = evaluate_regression(arch, every, test=data.test)
     assert ev.predictive_test_error == pytest.approx(nums.averaged[-1], rel=1e-12)
     fig = plot_errors(run_dir)
-    assert np.allclose(fig.axes[0].lines[2].get_data()[1][kept], running)
+    ax = fig.axes[0]
+    assert len(ax.lines[0].get_data()[0]) == n_c * its.size        # every chain's points
+    assert np.allclose(ax.lines[2].get_data()[1][kept], pooled)
+    for c in range(n_c):
+        assert np.allclose(ax.lines[3 + c].get_data()[1][kept], own[c])
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:4] == ["training, each network of 4 chains", "test, each network of 4 chains",
+                          "test, outputs of all chains averaged since the discarded part",
+                          "test, one chain's outputs averaged"]
+    assert "(4 chains, pooled as predict pools them)" in " ".join(fig.get_suptitle().split())
     out = tmp_path / "e.png"
     res = CliRunner().invoke(main, ["plot", str(run_dir), "--kind", "errors", "--out", str(out)])
     assert res.exit_code == 0, res.output

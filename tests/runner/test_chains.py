@@ -422,3 +422,83 @@ def test_scale_factor_widths_are_compared_between_chains(tmp_path):
     u = tr["samples_theta"][keep][:, :, -3:]              # (S, chains, groups): the log precisions
     np.testing.assert_allclose(obs["width[layer1.bias]"], np.exp(-0.5 * u[:, :, 1]), rtol=1e-15)
     assert obs["width[layer1.bias]"].shape == (int(keep.sum()), 2)
+
+
+def test_compare_counts_chains_and_takes_the_chain_as_its_unit(arm_chains):
+    """2 runs of 2 chains: R-hat and ESS between the 4 chains, and the header says so; the
+    log-evidence statistics (one log Z per run) do not apply to one-rung runs."""
+    import json
+
+    import arviz
+
+    import thermonet as tn
+
+    res = invoke("compare", arm_chains / "s1", arm_chains / "s2", "--json")
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.stdout)
+    assert c["n_chains"] == 4 and c["chains_per_run"] == [2, 2]
+    e = [np.asarray(tn.open_run(arm_chains / f"s{s}").kept["energy_k"]) for s in (1, 2)]
+    x = np.stack([run[:, j] for run in e for j in range(2)])            # (4 chains, draws)
+    assert c["n_draws"] == x.shape[1]
+    assert c["train_energy"]["ess_bulk"][0] == pytest.approx(
+        float(arviz.ess(x, method="bulk")), rel=1e-10)
+    assert c["log_evidence"] is None
+    res = invoke("compare", arm_chains / "s1", arm_chains / "s2")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0].startswith(
+        f"2 runs (4 chains), {x.shape[1]} draws per chain of the training energy")
+
+
+def _halves_rhat(x):
+    """Rank-normalised split R-hat of one chain (Vehtari et al. 2021: the larger of the
+    bulk and folded R-hat of its two halves), from SciPy's ranks and normal quantiles
+    (ArviZ refuses a single chain)."""
+    from scipy.stats import norm, rankdata
+
+    n = x.size // 2
+    halves = np.stack([x[:n], x[x.size - n:]])
+
+    def rhat(a):
+        z = norm.ppf((rankdata(a).reshape(a.shape) - 0.375) / (a.size + 0.25))
+        within = z.var(axis=1, ddof=1).mean()
+        between = n * z.mean(axis=1).var(ddof=1)
+        return np.sqrt(((n - 1) * within + between) / (n * within))
+
+    return max(rhat(halves), rhat(np.abs(halves - np.median(halves))))
+
+
+def test_info_gives_each_chain_its_own_split_rhat(arm_chains):
+    """Each chain's row carries the rank-normalised split R-hat of its own energy (its two
+    halves), computed here independently."""
+    import json
+
+    import thermonet as tn
+
+    rec = tn.open_run(arm_chains / "s1")
+    e = np.asarray(rec.kept["energy_k"], dtype=np.float64)
+    want = [_halves_rhat(e[:, c]) for c in range(2)]
+    assert all(np.isfinite(want))
+    s = json.loads(invoke("info", arm_chains / "s1", "--json").stdout)
+    np.testing.assert_allclose(s["chain_rhat"], want, rtol=1e-12)
+    res = invoke("info", arm_chains / "s1")
+    assert res.exit_code == 0, res.output
+    head = next(ln for ln in res.output.splitlines() if ln.startswith("chain "))
+    assert head.split()[-1] == "R-hat(E)"
+    rows = [ln for ln in res.output.splitlines() if ln.startswith(("   0 ", "   1 "))]
+    assert [ln.split()[-1] for ln in rows] == [f"{r:.3f}" for r in want]
+
+
+def test_analyse_takes_the_heat_capacity_of_the_chains_as_chains(arm_chains):
+    """C = Var(E)/T^2 pooled over the chains; its error from each chain's own
+    autocorrelation-aware error of (E - <E>)^2, combined (tests/reference.py computes it
+    independently)."""
+    import thermonet as tn
+    from tests import reference as ref
+    from thermonet.analysis import analyse
+
+    rec = tn.open_run(arm_chains / "s2")
+    e = np.asarray(rec.kept["energy_k"], dtype=np.float64)          # (n, 2 chains)
+    a = analyse(arm_chains / "s2", test=False, predictive=False)
+    want_c, want_err, _ = ref.heat_capacity_of_chains(e, float(rec.temperatures[0]))
+    assert a.table["heat_capacity"][0] == pytest.approx(want_c, rel=1e-12)
+    assert a.table["heat_capacity_err"][0] == pytest.approx(want_err, rel=1e-9)

@@ -100,6 +100,12 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     ``analysis.h5`` with per-sample test energies and errors (``thermonet analyse``), of those
     too. Chains are cut to the shortest run's length (keeping their ends).
 
+    The unit differs by statistic. R-hat and ESS take the chain: the chains of one run are
+    as independent as separate runs (each its own stream, no swaps), so 2 runs of 4 chains
+    are 8 chains. The log evidence's t-interval and chi-square take the run: one log Z per
+    run, from its ladder, with that run's own error bar (n = the number of runs). A run of
+    several chains has one rung and no log Z, so chains never enter those two.
+
     Parameters
     ----------
     run_dirs : sequence of path
@@ -111,7 +117,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     Returns
     -------
     dict
-        ``runs``, ``temperatures``, ``n_draws``, one entry per observable
+        ``runs``, ``n_chains`` (the chains compared, all runs together),
+        ``chains_per_run``, ``temperatures``, ``n_draws`` (per chain), one entry per observable
         (``train_energy`` and, if available, ``test_energy``, ``test_error``) holding
         ``rhat``, ``ess_bulk``, ``ess_tail`` lists and ``n_draws``; for runs that record
         hyperparameters (``hmc-gibbs``), ``hyperparameters`` (their names) and one entry
@@ -129,6 +136,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     _check_one_experiment(runs)
     temps = runs[0]["temperatures"]
     out: dict[str, Any] = {"runs": [str(r["dir"]) for r in runs],
+                           "chains_per_run": [int(r["n_chains"]) for r in runs],
+                           "n_chains": sum(int(r["n_chains"]) for r in runs),
                            "temperatures": [float(t) for t in temps],
                            "discard": [r["discard"] for r in runs]}
     observables = _observables(runs, out)
@@ -253,8 +262,9 @@ def _pooled_verdict(temps: np.ndarray, runs: list[dict[str, Any]], names: list[s
 
 def _evidence_consistency(run_dirs: list[Path], discard: float | None) -> dict[str, Any] | None:
     """Each run's log evidence (stepping stone) and whether the runs agree within their
-    error bars (:func:`thermonet.analysis.consistency.consistency`); None when a run's
-    ladder does not reach from the prior to T = 1."""
+    error bars (:func:`thermonet.analysis.consistency.consistency`), one value per run;
+    None when a run's ladder does not reach from the prior to T = 1 (a one-rung run, of
+    one chain or several)."""
     from thermonet.analysis.consistency import consistency
     from thermonet.analysis.model_evidence import run_log_evidence
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from thermonet import stats
+from thermonet.analysis.consistency import consistency
 from thermonet.analysis.mixing import replica_passages
 from thermonet.types import IntArray
 
@@ -54,29 +55,48 @@ def series_stats(x: Any) -> tuple[float, float, float]:
 
 
 def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
-    """``Var(E) / T^2`` of an energy series and its standard error.
+    """``Var(E) / T^2`` of an energy series, or of independent chains of one temperature,
+    and its standard error.
 
-    ``Var(E)`` is ``var(E, ddof=1)``; its error is the autocorrelation-aware standard error
-    (:func:`series_stats`) of the squared deviations ``(E - mean E)^2``, scaled by
-    ``n / (n - 1)``.
+    ``Var(E)`` is the pooled sample variance about the pooled mean, ``sum (E - mean E)^2 /
+    (N - 1)`` over all ``N`` draws of every chain. Its error comes from the squared
+    deviations ``d = (E - mean E)^2``: each chain's autocorrelation-aware standard error of
+    the mean of its own ``d`` (:func:`series_stats`, so no autocorrelation is measured
+    across the end of one chain and the start of the next), combined as the error of the
+    draw-weighted mean of the chains' means, ``sqrt(sum (n_c err_c)^2) / N``, then scaled by
+    ``N / (N - 1)``. When the chains' means of ``d`` disagree beyond those errors (the
+    chi-square test of :func:`thermonet.analysis.consistency.consistency`, p < 0.05, as a
+    stuck chain makes them), the error grows by ``sqrt(chi2 / (C - 1))``, the factor that
+    makes the errors cover the spread between chains.
 
     Parameters
     ----------
-    energy : array_like, shape (n,)
+    energy : array_like, shape (n,) or (n, C)
+        One series, or the draws of ``C`` independent chains (columns) of equal length.
     temperature : float
 
     Returns
     -------
     (c, error) : tuple of float
+        NaN for fewer than 2 draws in all or non-finite draws; NaN error when some chain
+        has fewer than 2 draws.
     """
     e = np.asarray(energy, dtype=np.float64)
-    if e.size < 2 or not np.all(np.isfinite(e)):
+    chains = e.reshape(e.shape[0], -1).T if e.ndim == 2 else e.reshape(1, -1)
+    n_all = chains.size
+    if n_all < 2 or not np.all(np.isfinite(chains)):
         return math.nan, math.nan
     t2 = float(temperature) ** 2
-    d2 = (e - e.mean()) ** 2
-    _, err, _ = series_stats(d2)
-    scale = e.size / (e.size - 1)
-    return float(e.var(ddof=1) / t2), float(err * scale / t2)
+    d2 = (chains - chains.mean()) ** 2
+    n_c = chains.shape[1]
+    errs = np.array([series_stats(d)[1] for d in d2])
+    err = float(np.sqrt(np.sum((n_c * errs) ** 2)) / n_all)
+    if d2.shape[0] > 1 and np.all(errs > 0):
+        between = consistency(d2.mean(axis=1).tolist(), errs.tolist())
+        if not between.agree:
+            err *= between.error_scale
+    scale = n_all / (n_all - 1)
+    return float(d2.sum() / (n_all - 1) / t2), float(err * scale / t2)
 
 
 def round_trips_per_replica(replica_kn: Any) -> IntArray:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.analysis.baseline_reference import read_baseline
+from thermonet.analysis.convergence import split_rhat
 from thermonet.analysis.hyperparameters import hyper_widths, with_state_widths
 from thermonet.analysis.ideal_exchange import ideal_for_run
 from thermonet.analysis.ladder import (
@@ -133,7 +134,9 @@ def _trace_table(rec: RunRecord) -> tuple[dict[str, np.ndarray], list[str]]:
             m, err, tau = _energy_stats(e_nk[:, rec.chain_slots(k)])
             table["train_energy"][k], table["train_energy_err"][k] = m, err
             table["tau_train_energy"][k] = tau
-            c, cerr = heat_capacity(pooled(e_nk[:, rec.chain_slots(k)]), temps[k])
+            # (n, C): each chain's own autocorrelation, none across one chain's end and the
+            # next one's start
+            c, cerr = heat_capacity(e_nk[:, rec.chain_slots(k)], temps[k])
             table["heat_capacity"][k], table["heat_capacity_err"][k] = c, cerr
             if np.isfinite(tau) and n_used < MIN_TAU_MULTIPLE * tau:
                 short.append(float(temps[k]))
@@ -386,6 +389,10 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
         out["acceptance"] = [float(a) for a in acc]
         out["mean_energy"] = [float(e) for e in kept["energy_k"].mean(axis=0)]
         out["divergences"] = int(tr["n_divergent_k"].sum())
+        if rec.n_chains > 1:
+            # each chain's own halves: a test of its stationarity, not of its mixing
+            energy = np.asarray(kept["energy_k"], dtype=np.float64)
+            out["chain_rhat"] = [split_rhat(energy[:, c]) for c in range(rec.n_chains)]
     else:
         out["acceptance"] = [float("nan")] * k
         out["mean_energy"] = [float("nan")] * k

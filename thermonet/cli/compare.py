@@ -24,17 +24,19 @@ def _num(v: float, width: int, fmt: str) -> str:
 def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> None:
     """Compare independent runs of one configuration on one ladder (e.g. different seeds).
 
-    Each run is one chain. Per temperature: the rank-normalised split-R-hat and the bulk and
-    tail effective sample sizes of the training energy at that slot (after each run's
-    discard; chains cut to the shortest), and of the test energy and error when every run
-    has an analysis.h5 from `thermonet analyse`, and of each recorded hyperparameter's
-    width 1/sqrt(precision) (hmc-gibbs runs; an R-hat above 1.05 there is flagged). Then a
-    one-line verdict: not mixed if the
-    largest R-hat of the training energy exceeds 1.05, no replica restarted, or any run has a
-    frozen rung (its own acceptance below 0.05 there, the rule of `info` and `analyse`); bulk
-    ESS below 100 is flagged (docs/analysis.md). Runs of different configurations (other than
-    run.seed, run.n_iterations, run.workers, run.executor, run.checkpoint_every) or ladders
-    are refused.
+    Each run is one chain, or as many as it ran (run.chains of a one-rung run): R-hat and
+    ESS are between chains, so 2 runs of 4 chains are 8. The log-evidence line (ladders from
+    the prior to T = 1) compares one log Z per run. Per temperature: the rank-normalised
+    split-R-hat and the bulk and tail effective sample sizes of the training energy at that
+    slot (after each run's discard; chains cut to the shortest), and of the test energy and
+    error when every run has an analysis.h5 from `thermonet analyse`, and of each recorded
+    hyperparameter's width 1/sqrt(precision) (hmc-gibbs runs; an R-hat above 1.05 there is
+    flagged). Then a one-line verdict: not mixed if the largest R-hat of the training energy
+    exceeds 1.05, no replica restarted, or any run has a frozen rung (its own acceptance
+    below 0.05 there, the rule of `info` and `analyse`); bulk ESS below 100 is flagged
+    (docs/analysis.md). Runs of different configurations (other than run.seed,
+    run.n_iterations, run.workers, run.executor, run.checkpoint_every) or ladders are
+    refused.
 
     \b
     Example:
@@ -47,8 +49,13 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
         click.echo(json.dumps(c, sort_keys=True, allow_nan=True))
         return
     obs = [name for name in ("train_energy", "test_energy", "test_error") if name in c]
-    click.echo(f"{len(c['runs'])} runs, {c['n_draws']} draws each of the training energy"
-               + "".join(f"; {c[n]['n_draws']} samples of {n}" for n in obs[1:]))
+    n_runs, n_chains = len(c["runs"]), int(c["n_chains"])
+    if n_chains == n_runs:
+        head = f"{n_runs} runs, {c['n_draws']} draws each of the training energy"
+    else:
+        head = (f"{n_runs} runs ({n_chains} chains), {c['n_draws']} draws per chain of the "
+                "training energy")
+    click.echo(head + "".join(f"; {c[n]['n_draws']} samples of {n}" for n in obs[1:]))
     head = f"{'T':>9}" + "".join(f" {n + ' R-hat':>18} {'ESS bulk':>8} {'ESS tail':>8}"
                                  for n in obs)
     click.echo(head)

@@ -90,8 +90,9 @@ def plot(ctx: click.Context, run_dirs: tuple[str, ...], kind: str, out_path: str
                 networks' outputs against the test targets, and along a slice through
                 each input (the others at their training mean); one DIR
       errors    regression runs: training and test squared error of each stored network
-                and the test error of their running average over the iterations (Neal
-                1993 Fig. 2); one DIR or several, stacked
+                (every chain's) and the test error of their running average over the
+                iterations, pooled over the chains as predict pools them (Neal 1993
+                Fig. 2); one DIR or several, stacked
 
     \b
     Examples:

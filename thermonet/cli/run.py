@@ -156,6 +156,10 @@ def _fmt(v: float) -> str:
     return "nan" if isinstance(v, float) and math.isnan(v) else f"{v:.4g}"
 
 
+def _rhat(v: float) -> str:
+    return "nan" if math.isnan(v) else f"{v:.3f}"
+
+
 #: the terms ``info`` prints, one plain sentence each (``info --explain``; docs/analysis.md)
 TERMS: dict[str, str] = {
     "restarts": "how many times a replica arrived at the coldest temperature after visiting "
@@ -177,7 +181,9 @@ TERMS: dict[str, str] = {
                       "local moves a round trip takes about 2 + 2 Lambda iterations, however "
                       "many rungs.",
     "split R-hat": "how much the first and second halves of the kept samples disagree, "
-                   "compared with their spread: near 1 (below 1.05) means they agree.",
+                   "compared with their spread: near 1 (below 1.05) means they agree; with "
+                   "several chains the verdict compares every chain's halves together, and a "
+                   "chain's row (R-hat(E)) its own two halves.",
     "ESS": "effective sample size: how many independent draws the correlated samples are "
            "worth.",
     "verdict": "mixed or not mixed, from restarts, acceptance, split R-hat and ESS by the "
@@ -257,16 +263,20 @@ def _summary(s: dict[str, Any]) -> None:
                    f"warm-up iterations (acceptance measured {spans}), then frozen")
     rho = (s.get("local_exploration") or {}).get("rho1") or [math.nan] * len(s["temperatures"])
     chains = int(s.get("chains", 1))
+    # a one-rung run of several chains: one row per chain, at the one temperature, with
+    # the split R-hat of the chain's own energy (its two halves)
+    chain_rhat = s.get("chain_rhat") if chains > 1 else None
     click.echo(f"{'chain' if chains > 1 else 'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} "
-               f"{'<E>':>12} {'swap->next':>10} {'rho1(E)':>8}")
-    # a one-rung run of several chains: one row per chain, at the one temperature
+               f"{'<E>':>12} {'swap->next':>10} {'rho1(E)':>8}"
+               + (f" {'R-hat(E)':>8}" if chain_rhat else ""))
     slot_t = [t for t in s["temperatures"] for _ in range(chains)]
     rho = rho if len(rho) == len(slot_t) else [math.nan] * len(slot_t)
     for k, t in enumerate(slot_t):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
+        own = f" {_rhat(chain_rhat[k]):>8}" if chain_rhat else ""
         click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
                    f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10} "
-                   f"{_fmt(rho[k]):>8}")
+                   f"{_fmt(rho[k]):>8}{own}")
     hyper = s.get("hyperparameters") or {}
     for k, row in enumerate(hyper.get("width", [])):
         cells = ", ".join(f"{n} {v:.4g} ± {e:.2g}" for n, v, e in

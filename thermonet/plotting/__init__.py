@@ -18,7 +18,8 @@ kind               function
 ``predictive``     :func:`plot_predictive`: a regression run's predictive mean and band
                    against the test targets and along 1-D input slices
 ``errors``         :func:`plot_errors`: a regression run's training and test errors of
-                   each stored network and of their running average (Neal 1993 Fig. 2)
+                   each stored network of every chain and of their running average,
+                   pooled over the chains (Neal 1993 Fig. 2)
 =================  ==========================================================================
 
 ``replicas`` and ``ladder`` read only the trace; ``energy``, ``size`` and ``heat`` use
