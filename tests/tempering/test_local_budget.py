@@ -10,10 +10,12 @@ import shutil
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from thermonet import config as cfgmod
 from thermonet.analysis import summarise
 from thermonet.analysis.local_exploration import lag1_autocorrelation, lag1_pairs
+from thermonet.cli import main
 from thermonet.errors import ConfigError
 from thermonet.io import checkpoint as ckpt
 from thermonet.io.trace import read_trace
@@ -246,6 +248,9 @@ def test_a_run_records_its_budget_resumes_from_any_warm_up_checkpoint_and_ignore
     np.testing.assert_allclose(s["acceptance"], kept.sum(axis=0) / (len(kept) * counts),
                                rtol=1e-12)
     assert np.all(straight["trace"]["n_accepted_k"] <= counts)
+    info = CliRunner().invoke(main, ["info", str(tmp_path / "a")]).output
+    assert (f"local budget {counts[:-1].min()}-{counts[:-1].max()} trajectories per swap round, "
+            "chosen from rho1 over 7 warm-up iterations (total 10, as uniform)") in info
     # two workers: the same chain
     Run.create(cfgmod.load(cfg, {"run.workers": 2}), tmp_path / "two").run()
     detach_log()
