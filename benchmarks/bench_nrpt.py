@@ -8,7 +8,12 @@ rung, the same seed, and the same gradient budget:
   step sizes adapted every 25 iterations as the paper does;
 * nrpt: K geometric rungs plus a prior rung at beta = 0, deterministic even-odd swaps, the
   ladder adapted in warm-up rounds (Syed et al. 2022, Alg. 4) and then frozen, with the
-  warm-up's gradients charged to its budget.
+  warm-up's gradients charged to its budget;
+* adaptive: nrpt, then ``--budget-iterations`` more warm-up iterations measuring each rung's
+  energy autocorrelation, from which the trajectories per rung are re-allocated at the same
+  total (``[ladder] local_budget = "adaptive"``, :mod:`thermonet.tempering.local_budget`),
+  those iterations charged too. With ``--trajectories 1`` there is nothing to re-allocate
+  (every rung keeps at least one), so compare at 2 or more.
 
 Counts are deterministic for a seed; the wall time is printed for scale only. A round trip is
 cold end -> hot end -> cold end; a restart is an arrival at the cold end of a replica that was
@@ -16,6 +21,7 @@ regenerated at the prior rung. Usage::
 
     python benchmarks/bench_nrpt.py            # budget 2e6 gradients per scheme
     python benchmarks/bench_nrpt.py --quick    # 4e5
+    python benchmarks/bench_nrpt.py --quick --trajectories 2 --schemes nrpt adaptive
 
 ``--runs NRPT_DIR PAPER_DIR`` compares two finished ``thermonet run`` directories instead (the
 long runs of docs/performance.md, made with the run's full warm-up): it charges each run its
@@ -63,13 +69,13 @@ def round_trips(replica_nk: np.ndarray) -> int:
 
 
 def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int,
-               wall: str) -> dict:
+               wall: str, n_trajectories: int = 1, budget_iterations: int = 200) -> dict:
     from thermonet.architectures.mlp import M3
     from thermonet.data import load_dataset
     from thermonet.priors import BoxPrior
     from thermonet.samplers.hmc import HMC
     from thermonet.tempering import DeterministicEvenOdd, Ladder, RandomPairs, ReplicaExchange
-    from thermonet.tempering.warmup import adapt_ladder
+    from thermonet.tempering.warmup import WarmUp, adapt_ladder
 
     arch = M3()
     pot = arch.potential(load_dataset("D50"))
@@ -84,18 +90,30 @@ def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int
         ladder = Ladder.geometric(T_MIN, T_MAX, k_nrpt).with_prior_rung()
         swap = DeterministicEvenOdd()
     re = ReplicaExchange(HMC, pot, ladder, prior=prior, sampler_config=config, swap=swap,
-                         workers=2)
+                         workers=2, n_trajectories=1 if name == "paper" else n_trajectories)
     streams = re.make_streams(seed)
     t0 = time.perf_counter()
     state = re.burn_in(arch.initial_draw, streams, blocks=(5,))
-    finite = int(np.isfinite(re.ladder.temperature_k).sum())
-    per_iteration = finite * n_leapfrog + (re.n_slots - finite)   # a prior draw: 1 gradient
+    finite = np.isfinite(re.ladder.temperature_k)
+
+    def per_iteration_now() -> int:        # a prior draw: 1 gradient
+        n = re.n_trajectories_k
+        return int(n[finite].sum()) * n_leapfrog + int(n[~finite].sum())
+
+    per_iteration = per_iteration_now()
     spent = 0.0
     barrier = float("nan")
-    if name == "nrpt":
+    counts = ""
+    if name in ("nrpt", "adaptive"):
         state, rounds = adapt_ladder(re, state, streams, rounds=6, first_length=8)
         spent += sum(r["iterations"] for r in rounds) * per_iteration
         barrier = rounds[-1]["barrier"]
+    if name == "adaptive":
+        warm = WarmUp(re, budget_iterations=budget_iterations)
+        state, _ = warm.run(state, streams, warm.start(sum(r["iterations"] for r in rounds)))
+        spent += budget_iterations * per_iteration
+        per_iteration = per_iteration_now()
+        counts = " ".join(str(c) for c in re.n_trajectories_k[finite])
     replica = []
     i = 0
     while spent + per_iteration <= budget:
@@ -112,7 +130,7 @@ def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int
     restarts = int(replica_passages(np.array(replica)).restarts.sum()) if replica else 0
     return {"scheme": name, "rungs": re.n_slots, "iterations": i, "gradients": spent,
             "round_trips": trips, "restarts": restarts, "per_million": trips / spent * 1e6,
-            "barrier": barrier, "wall_s": elapsed}
+            "barrier": barrier, "wall_s": elapsed, "counts": counts}
 
 
 def bound_repeats(n_iterations: int) -> int:
@@ -205,6 +223,13 @@ def main() -> int:
     ap.add_argument("--leapfrog", type=int, default=10)
     ap.add_argument("--rungs", type=int, default=24, help="finite rungs of the NRPT ladder")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--trajectories", type=int, default=1,
+                    help="trajectories per rung and swap round of nrpt and adaptive (the "
+                         "uniform budget adaptive re-allocates)")
+    ap.add_argument("--budget-iterations", type=int, default=200,
+                    help="warm-up iterations measuring rho1 for adaptive")
+    ap.add_argument("--schemes", nargs="+", default=["paper", "nrpt", "adaptive"],
+                    choices=("paper", "nrpt", "adaptive"))
     ap.add_argument("--wall", default="reflect", choices=("reflect", "endpoint"),
                     help="box wall of NRPT's HMC (the paper scheme keeps its end-point test)")
     args = ap.parse_args()
@@ -216,21 +241,28 @@ def main() -> int:
           f"numba {v['numba']}")
     print(f"problem : M(3) on D50, T in [{T_MIN}, {T_MAX}], HMC L = {args.leapfrog}, "
           f"budget {budget:.3g} gradients per scheme, seed {args.seed}, NRPT wall "
-          f"{args.wall!r} with dt jitter 0.2")
-    rows = [run_scheme(s, budget, args.leapfrog, args.rungs, args.seed, args.wall)
-            for s in ("paper", "nrpt")]
+          f"{args.wall!r} with dt jitter 0.2, {args.trajectories} trajectories per swap round")
+    rows = [run_scheme(s, budget, args.leapfrog, args.rungs, args.seed, args.wall,
+                       args.trajectories, args.budget_iterations) for s in args.schemes]
     print(f"{'scheme':8s} {'rungs':>5s} {'iters':>6s} {'gradients':>10s} {'trips':>6s} "
           f"{'restarts':>8s} {'per 1e6 grad':>12s} {'Lambda':>7s} {'wall s':>7s}")
     for r in rows:
         print(f"{r['scheme']:8s} {r['rungs']:5d} {r['iterations']:6d} {r['gradients']:10.3g} "
               f"{r['round_trips']:6d} {r['restarts']:8d} {r['per_million']:12.2f} "
               f"{r['barrier']:7.3g} {r['wall_s']:7.1f}")
-    paper, nrpt = rows
-    if paper["round_trips"]:
-        print(f"ratio nrpt / paper: {nrpt['per_million'] / paper['per_million']:.1f}x")
-    else:
-        print(f"ratio nrpt / paper: paper made no round trip in {paper['gradients']:.3g} "
-              f"gradients (nrpt: {nrpt['round_trips']})")
+    for r in rows:
+        if r["counts"]:
+            print(f"{r['scheme']}: trajectories per finite rung, cold to hot: {r['counts']}")
+    by = {r["scheme"]: r for r in rows}
+    for a, b in (("nrpt", "paper"), ("adaptive", "nrpt")):
+        if a not in by or b not in by:
+            continue
+        if by[b]["round_trips"]:
+            print(f"ratio {a} / {b}: {by[a]['per_million'] / by[b]['per_million']:.1f}x "
+                  "(round trips are Poisson counts: +- sqrt(n) each)")
+        else:
+            print(f"ratio {a} / {b}: {b} made no round trip in {by[b]['gradients']:.3g} "
+                  f"gradients ({a}: {by[a]['round_trips']})")
     return 0
 
 

@@ -409,6 +409,8 @@ def summarise(run_dir: str | Path) -> dict[str, Any]:
     out["per_rung_masses"] = ck.masses_k is not None
     # the warm-up's step-size correction, if any: the acceptance it measured per rung
     out["step_size_retune"] = ck.counters.get("step_size_retune")
+    # the warm-up's adaptive local budget, if any: rho1 measured and trajectories per rung
+    out["local_budget"] = ck.counters.get("local_budget")
     # an unfinished warm-up (stopped in it): where it stands; None once the ladder is frozen
     out["warmup"] = ck.counters.get("warmup")
     if k > 1 and n > 0:

@@ -98,8 +98,11 @@ class RunReader:
         self.config = config
         self.ladder = Ladder.from_temperatures(checkpoint.temperatures)
         self.discard = check_discard(discard)
-        self.n_trajectories = trajectories_from_settings(
-            config.get("ladder", config.get("sampler", {})), self.temperatures)
+        budget = checkpoint.counters.get("local_budget")   # chosen in the warm-up, if so
+        self.n_trajectories = (np.asarray(budget["trajectories"], dtype=np.int64) if budget
+                               else trajectories_from_settings(
+                                   config.get("ladder", config.get("sampler", {})),
+                                   self.temperatures))
         self.n_trajectories.flags.writeable = False
 
     def __repr__(self) -> str:

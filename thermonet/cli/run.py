@@ -261,6 +261,13 @@ def _summary(s: dict[str, Any]) -> None:
         spans = ", ".join(f"{min(a):.2f}-{max(a):.2f}" for a in measured if a)
         click.echo(f"step sizes corrected in {len(retune)} rounds of {retune[0]['iterations']} "
                    f"warm-up iterations (acceptance measured {spans}), then frozen")
+    budget = s.get("local_budget")
+    if budget and not warm:
+        n = [c for c, r in zip(budget["trajectories"], budget["rho1"], strict=True)
+             if r is not None]
+        click.echo(f"local budget {min(n, default=0)}-{max(n, default=0)} trajectories per "
+                   f"swap round, chosen from rho1 over {budget['iterations']} warm-up "
+                   f"iterations (total {sum(n)}, as uniform), then frozen")
     rho = (s.get("local_exploration") or {}).get("rho1") or [math.nan] * len(s["temperatures"])
     chains = int(s.get("chains", 1))
     # a one-rung run of several chains: one row per chain, at the one temperature, with

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from thermonet.accel import ENGINES
-from thermonet.config import budget
+from thermonet.config import budget, local_budget_keys
 from thermonet.config.data import (
     DATA_KEYS,
     absolute_data_paths,
@@ -191,6 +191,7 @@ LADDER_KEYS: dict[str, tuple[Any, tuple[type, ...], Any, str]] = {
     "retune_rounds": (2, (int,), _POS_INT,
                       ("rounds of the step-size correction (the law is accurate near the "
                        "target only, so a second round fixes what the first could not)")),
+    **local_budget_keys.KEYS,
     "anchors": ([], (list,), _POSITIVE_LIST,
                 ("temperatures of the initial ladder that ladder adaptation never moves "
                  "(e.g. [1.0] to keep the posterior's own rung); the two ends never move")),
@@ -345,6 +346,7 @@ def _resolve_ladder(given: Mapping[str, Any], sources: dict[str, str],
                           f"and at least n_trajectories = {table['n_trajectories']} "
                           "transitions, e.g. slow_band = [2.5, 4.5] and "
                           "slow_band_trajectories = 40")
+    local_budget_keys.check(table)
     swap = make_scheme(table["swap_scheme"], n_swaps=table["n_swaps"])
     return table, ladder, swap
 

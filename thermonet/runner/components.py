@@ -233,7 +233,9 @@ def warm_up_plan(components: Components) -> WarmUp:
     """The warm-up ``[ladder]`` asks for: ``adapt_rounds`` ladder rounds from
     ``adapt_round_length`` iterations, then ``adapt_masses`` iterations of mass estimation,
     then ``retune_rounds`` rounds of ``retune_iterations`` iterations, each measuring the
-    acceptance for a step-size correction."""
+    acceptance for a step-size correction, then (``local_budget = "adaptive"``)
+    ``local_budget_iterations`` iterations measuring each rung's energy autocorrelation for
+    the trajectories per rung."""
     cfg = components.cfg
     lad = cfg["ladder"]
     return WarmUp(components.engine, rounds=lad["adapt_rounds"],
@@ -241,6 +243,9 @@ def warm_up_plan(components: Components) -> WarmUp:
                   mass_iterations=lad["adapt_masses"],
                   retune_iterations=lad["retune_iterations"],
                   retune_rounds=lad["retune_rounds"],
+                  budget_iterations=(lad["local_budget_iterations"]
+                                     if lad["local_budget"] == "adaptive" else 0),
+                  budget_bounds=tuple(lad["local_budget_bounds"]),
                   adapt_factor=cfg["run"]["adapt_factor"])
 
 

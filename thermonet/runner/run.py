@@ -238,6 +238,8 @@ class Run:
         engine = components.engine
         if ck.masses_k is not None:          # per-rung masses frozen at the end of the warm-up
             engine.set_masses(list(ck.masses_k))
+        if "local_budget" in ck.counters:    # trajectories per rung frozen in the warm-up
+            engine.set_trajectories(ck.counters["local_budget"]["trajectories"])
         streams = engine.make_streams(cfg["run"]["seed"])
         restore_streams(streams, ck.rng_states)
         slots = unstack_slots(type(engine.samplers[0]).State, ck.slots, engine.n_slots)
@@ -266,7 +268,9 @@ class Run:
         run.committed = ck.iteration
         if "warmup" in ck.counters:
             records = [*ck.counters.get("ladder_rounds", []),
-                       *ck.counters.get("step_size_retune", [])]
+                       *ck.counters.get("step_size_retune", []),
+                       *([ck.counters["local_budget"]] if "local_budget" in ck.counters
+                         else [])]
             run.warmup = WarmUpState.restore(ck.counters["warmup"], records, ck.warmup)
         return run, rewrite
 

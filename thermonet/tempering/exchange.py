@@ -169,6 +169,9 @@ class ReplicaExchange:
         self.masses_given = masses
         #: per-slot masses set by the warm-up (:meth:`set_masses`); None: ``masses`` everywhere
         self.masses_k: list[Any] | None = None
+        #: per-slot transitions per iteration set by the warm-up (:meth:`set_trajectories`);
+        #: None: ``n_trajectories`` and the band
+        self.trajectories_k: IntArray | None = None
         self.samplers: list[Any] = []
         self._build_samplers(ladder)
         self.masses = self.samplers[0].masses
@@ -200,6 +203,18 @@ class ReplicaExchange:
         self.masses_k = [np.ascontiguousarray(m, dtype=np.float64) for m in masses_k]
         self._build_samplers(self.ladder)
 
+    def set_trajectories(self, counts_k: Sequence[int] | IntArray) -> None:
+        """Run ``counts_k[k]`` transitions per iteration at slot k (integers >= 1): the
+        warm-up's per-rung local budget (:mod:`thermonet.tempering.local_budget`). Any fixed
+        count per slot leaves each slot's distribution invariant."""
+        counts = np.asarray(counts_k)
+        if (counts.shape != (self.n_slots,) or not np.issubdtype(counts.dtype, np.integer)
+                or np.any(counts < 1)):
+            raise ConfigError(f"per-slot trajectories {counts.tolist()}; expected {self.n_slots} "
+                              "integers >= 1")
+        self.trajectories_k = counts.astype(np.int64)
+        self._build_samplers(self.ladder)    # an engine caching per-ladder constants renews them
+
     def set_ladder(self, ladder: Ladder) -> None:
         """Move the rungs to ``ladder`` (same number of rungs): each slot keeps its potential
         (and scratch) and gets a sampler at its new temperature. Used by the warm-up's ladder
@@ -222,6 +237,8 @@ class ReplicaExchange:
     @property
     def n_trajectories_k(self) -> IntArray:
         """Transitions per iteration at each slot of the current ladder."""
+        if self.trajectories_k is not None:
+            return self.trajectories_k.copy()
         return trajectories_per_rung(self.slot_temperature_k, self.n_trajectories,
                                      self.band, self.band_trajectories)
 

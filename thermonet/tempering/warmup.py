@@ -13,8 +13,12 @@ sampler's target (:meth:`thermonet.api.Sampler.correct_step_size`): the re-tune 
 chain before it sees only the replica sitting at the rung and ends on a short dual-averaging
 window, so its rates scatter around the target by more than production can tolerate. The
 correction uses an asymptotic law of the acceptance, accurate near the target only, so a
-second round corrects what the first could not. After the warm-up
-the ladder and masses are frozen, so production is an exact Markov chain. Each round's ladder,
+second round corrects what the first could not. Optionally the engine then runs
+``budget_iterations`` more iterations as in production, measures each rung's lag-1
+autocorrelation of the energy across one round of local moves, and re-allocates the
+trajectories per rung at the same total (:mod:`thermonet.tempering.local_budget`). After the
+warm-up the ladder, masses, step sizes and trajectory counts are frozen, so production is an
+exact Markov chain. Each round's ladder,
 rejection rates and barrier estimate ``Lambda = sum_j r_j`` are returned for the run's record.
 
 Resuming: :class:`WarmUp` runs the same steps as a sequence of phases (sample the round, then
@@ -44,13 +48,15 @@ from thermonet.errors import CheckpointMismatchError
 from thermonet.tempering.exchange import REInfo, ReplicaExchange, REState, Streams
 from thermonet.tempering.ladder import Ladder
 from thermonet.tempering.ladder_adaptation import equalised_betas, rejection_rates
+from thermonet.tempering.local_budget import COLUMNS, allocate, describe, lag1_sums, rho1
 from thermonet.tempering.prior_rung import PriorRung
 
 #: the stages of a warm-up, in order
-STAGES = ("ladder", "masses", "retune", "done")
+STAGES = ("ladder", "masses", "retune", "budget", "done")
 #: how a stage is named in messages
 STAGE_NAMES = {"ladder": "the ladder adaptation", "masses": "the mass estimation",
-               "retune": "the step-size correction", "done": "the end of the warm-up"}
+               "retune": "the step-size correction",
+               "budget": "the local-budget measurement", "done": "the end of the warm-up"}
 #: the phases of a stage: sample with the current ladder, then re-tune the step sizes
 PHASES = ("sample", "tune")
 
@@ -69,7 +75,10 @@ class WarmUpState:
     ``sums`` holds the running sums of the sampling phase: swap attempts and acceptances per
     pair in a ladder round (``attempted``, ``accepted``), the parameters and their squares
     per rung while the masses are estimated (``total``, ``total_sq``), accepted transitions
-    per rung while the acceptance is measured (``accepted``);
+    per rung while the acceptance is measured (``accepted``); while the local budget is
+    measured, each rung's pair sums (``pairs``, (K, 6):
+    :func:`~thermonet.tempering.local_budget.lag1_sums`) and the last iteration's
+    ``energy`` and ``replica``;
     in a re-tune, the samplers' carry (``carry``, (K, m): HMC's dual-averaging state per
     rung).
     """
@@ -92,11 +101,17 @@ class WarmUpState:
         return {"stage": self.stage, "phase": self.phase, "round": self.round,
                 "done": self.done, "iteration": self.iteration}
 
-    def counters(self) -> dict[str, list[dict[str, Any]]]:
+    def counters(self) -> dict[str, Any]:
         """The records a run keeps in its checkpoint: ``ladder_rounds`` (one per ladder
-        round) and ``step_size_retune`` (one per correction round), where there are any."""
-        out = {"ladder_rounds": [r for r in self.records if "barrier" in r],
-               "step_size_retune": [r for r in self.records if r.get("stage") == "retune"]}
+        round), ``step_size_retune`` (one per correction round) and ``local_budget`` (the
+        measured autocorrelations and the frozen trajectories per rung), where there are
+        any."""
+        out: dict[str, Any] = {
+            "ladder_rounds": [r for r in self.records if "barrier" in r],
+            "step_size_retune": [r for r in self.records if r.get("stage") == "retune"]}
+        budget = [r for r in self.records if r.get("stage") == "budget"]
+        if budget:
+            out["local_budget"] = budget[-1]
         return {k: v for k, v in out.items() if v}
 
     def where(self, rounds: int) -> str:
@@ -118,6 +133,12 @@ class WarmUpState:
             lines.append(f"step sizes corrected (round {r['round']}) from the acceptance over "
                          f"{r['iterations']} iterations (measured {min(rate):.2f}-"
                          f"{max(rate):.2f})")
+        if "local_budget" in rounds:
+            b = rounds["local_budget"]
+            rho = [x for x in b["rho1"] if x is not None]
+            lines.append(f"local budget frozen from rho1 {min(rho, default=0):.2f}-"
+                         f"{max(rho, default=0):.2f} over {b['iterations']} iterations: "
+                         f"{describe(b['trajectories'], [x is not None for x in b['rho1']])}")
         return lines
 
     @classmethod
@@ -143,7 +164,9 @@ class WarmUp:
     """The warm-up plan of one run: ``rounds`` ladder rounds from ``first_length`` iterations,
     then ``mass_iterations`` iterations of mass estimation (0: none), then ``retune_rounds``
     rounds of ``retune_iterations`` iterations, each measuring every rung's acceptance before
-    a correction of its step size (0 iterations: none).
+    a correction of its step size (0 iterations: none), then ``budget_iterations`` iterations
+    measuring each rung's energy autocorrelation before the trajectories per rung are
+    re-allocated within ``budget_bounds`` (0: none).
 
     Parameters
     ----------
@@ -156,6 +179,7 @@ class WarmUp:
     def __init__(self, engine: ReplicaExchange, *, rounds: int = 0, first_length: int = 8,
                  anchors: Sequence[float] = (), mass_iterations: int = 0,
                  retune_iterations: int = 0, retune_rounds: int = 2,
+                 budget_iterations: int = 0, budget_bounds: tuple[int, int] = (1, 16),
                  adapt_factor: float = 0.9) -> None:
         self.engine = engine
         self.rounds = int(rounds)
@@ -164,6 +188,8 @@ class WarmUp:
         self.mass_iterations = int(mass_iterations)
         self.retune_iterations = int(retune_iterations)
         self.retune_rounds = int(retune_rounds)
+        self.budget_iterations = int(budget_iterations)
+        self.budget_bounds = (int(budget_bounds[0]), int(budget_bounds[1]))
         self.adapt_factor = adapt_factor
 
     def start(self, iteration: int = 0) -> WarmUpState:
@@ -176,7 +202,7 @@ class WarmUp:
         """The first stage after ``stage`` (None: the first) that has work to do."""
         wanted = {"ladder": self.rounds > 0, "masses": self.mass_iterations > 0,
                   "retune": self.retune_iterations > 0 and self.retune_rounds > 0,
-                  "done": True}
+                  "budget": self.budget_iterations > 0, "done": True}
         later = STAGES if stage is None else STAGES[STAGES.index(stage) + 1:]
         return next(s for s in later if wanted[s])
 
@@ -186,6 +212,8 @@ class WarmUp:
             return self.first_length * 2 ** ws.round
         if ws.stage == "retune":
             return self.retune_iterations
+        if ws.stage == "budget":
+            return self.budget_iterations
         return self.mass_iterations
 
     def run(self, state: REState, streams: Streams, ws: WarmUpState, *, every: int = 0,
@@ -207,8 +235,8 @@ class WarmUp:
                         if stop():
                             return state, ws
                 state = self._finish_sampling(ws, state)
-                if ws.stage == "retune":
-                    self._next_stage(ws)     # the correction is the whole stage: no re-tune
+                if ws.stage in ("retune", "budget"):
+                    self._next_stage(ws)     # the measurement is the whole stage: no re-tune
             else:
                 state, stopped = self._tune(state, streams, ws, every, save, stop)
                 if stopped:
@@ -254,6 +282,16 @@ class WarmUp:
                 ws.sums = {"accepted": np.zeros(self.engine.n_slots)}
             ws.sums["accepted"] += info.n_accepted_k
             return
+        if ws.stage == "budget":
+            if ws.sums:
+                lag1_sums(ws.sums["pairs"], ws.sums["energy"], ws.sums["replica"],
+                          info.energy_k, info.replica_k,
+                          swaps_first=bool(self.engine.swap.before_propagation))
+            else:
+                ws.sums = {"pairs": np.zeros((self.engine.n_slots, len(COLUMNS)))}
+            ws.sums["energy"] = np.array(info.energy_k, dtype=np.float64)
+            ws.sums["replica"] = np.array(info.replica_k, dtype=np.float64)
+            return
         theta = np.stack([s.theta for s in state.slots])
         if not ws.sums:
             ws.sums = {"total": np.zeros_like(theta), "total_sq": np.zeros_like(theta)}
@@ -264,6 +302,20 @@ class WarmUp:
         """Move the rungs (a ladder round) or install the masses, then go to the re-tune; or
         correct the step sizes from the measured acceptance (the end of the stage)."""
         engine = self.engine
+        if ws.stage == "budget":
+            sampled = [not isinstance(sm, PriorRung) for sm in engine.samplers]
+            rho = rho1(ws.sums["pairs"])
+            before = engine.n_trajectories_k
+            lo, hi = self.budget_bounds
+            counts = allocate(rho, before, sampled, lo=lo, hi=hi)
+            engine.set_trajectories(counts)
+            ws.records.append({
+                "stage": "budget", "iterations": ws.done,
+                "rho1": [float(r) if ok and np.isfinite(r) else None
+                         for r, ok in zip(rho, sampled, strict=True)],
+                "measured_with": [int(c) for c in before],
+                "trajectories": [int(c) for c in counts]})
+            return state
         if ws.stage == "retune":
             sampled = [not isinstance(sm, PriorRung) for sm in engine.samplers]
             n = ws.done * engine.n_trajectories_k        # transitions per rung
