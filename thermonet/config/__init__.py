@@ -7,6 +7,7 @@ pre-package paths keep working.
 
 from __future__ import annotations
 
+from thermonet.config.legacy import translate_legacy
 from thermonet.config.run import (
     DATA_KEYS,
     DEFAULT_NAMES,
@@ -24,7 +25,6 @@ from thermonet.config.run import (
     plan,
     resolve,
     sampler_masses,
-    translate_legacy,
 )
 from thermonet.config.schema import (
     REQUIRED,
