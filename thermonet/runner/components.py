@@ -153,16 +153,21 @@ def restore_streams(streams: Streams, states: list[dict[str, Any]]) -> None:
 
 
 def blas_backend() -> str:
-    """The kernels' BLAS backend in this process (stamped into checkpoints)."""
-    from thermonet.kernels.matmul import blas
+    """The kernels' BLAS backend in this process (stamped into checkpoints); "" while no
+    kernel has called for it (a run whose kernels call no matrix product never chooses one,
+    which may take a measurement)."""
+    from thermonet.kernels.matmul import backend
 
-    return str(blas.BACKEND)
+    return str(backend.BACKEND) if backend.chosen() else ""
 
 
 def blas_choice() -> dict[str, Any]:
-    """How this process's BLAS backend was chosen (recorded in checkpoints beside it)."""
+    """How this process's BLAS backend was chosen (recorded in checkpoints beside it); empty
+    fields while none is (:func:`blas_backend`)."""
     from thermonet.kernels.matmul import backend
 
+    if not backend.chosen():
+        return {"how": "", "reason": "no kernel of this run calls a matrix product", "rates": {}}
     choice = backend.choice()
     return {key: choice[key] for key in ("how", "reason", "rates")}
 
