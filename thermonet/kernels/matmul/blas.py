@@ -213,6 +213,11 @@ def _register_own(symbol: str) -> None:
             llb.add_symbol(symbol, own.c_product_address(dtype))
 
 
+# a bad THERMONET_BLAS, or MKL asked for and missing, fails at import in one line; the automatic
+# choice waits for a kernel that calls a product (it may measure)
+if backend.requested() == "mkl":
+    backend.choice()
+
 lazy_symbol(SYM_OWN, functools.partial(_register_own, SYM_OWN))
 lazy_symbol(SYM_OWN32, functools.partial(_register_own, SYM_OWN32))
 
