@@ -138,3 +138,101 @@ def test_the_own_products_are_compiled_only_for_a_kernel_that_calls_them(tmp_pat
     assert cached("_c_product32")
     assert run("float32") == (1, 0)                 # loaded from the cache, and it runs
     assert run("float64") == (1, 0)
+
+
+_BACKEND_KERNELS = """
+import sys
+import numpy as np
+from thermonet.kernels.jit import kernel
+from thermonet.kernels.matmul import backend, blas
+
+@kernel
+def plain(x):
+    return x * 3.0
+
+@kernel
+def product(a, b, c):
+    blas.gemm(False, False, a, b, c)
+
+@kernel
+def calls_product(a, b, c):
+    product(a, b, c)
+    return c[0, 0]
+
+kind = sys.argv[1]
+a = np.arange(12.0).reshape(3, 4)
+b = np.arange(8.0).reshape(4, 2)
+c = np.zeros((3, 2))
+if kind == "plain":
+    f = plain
+    assert f(2.0) == 6.0
+elif kind == "product":
+    f = product
+    f(a, b, c)
+else:
+    product(a, b, c)          # compiled or loaded before its caller is typed
+    f = calls_product
+    f(a, b, c)
+if kind != "plain":
+    assert np.array_equal(c, a @ b), c
+print(int(backend.chosen()), sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))
+"""
+
+
+def test_only_kernels_that_call_a_product_depend_on_the_backend(tmp_path):
+    """A kernel without products is cached once for every backend and never chooses one (which
+    may measure); a kernel calling a product, directly or through a kernel compiled earlier,
+    is compiled again under another backend instead of running the other backend's code."""
+    (tmp_path / "kback.py").write_text(_BACKEND_KERNELS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
+           "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "THERMONET_KERNEL_DEPS": str(tmp_path)}
+
+    def run(kind, blas):
+        out = subprocess.run([sys.executable, str(tmp_path / "kback.py"), kind],
+                             env={**env, "THERMONET_BLAS": blas}, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return tuple(int(v) for v in out.stdout.split())
+
+    # (backend chosen, cache hits, cache misses) of the kernel
+    assert run("plain", "numpy") == (0, 0, 1)
+    assert run("product", "numpy") == (1, 0, 1)
+    assert run("caller", "numpy") == (1, 0, 1)
+    assert run("plain", "own") == (0, 1, 0)         # the same entry, no backend read
+    assert run("product", "numpy") == (1, 1, 0)
+    assert run("product", "own") == (1, 0, 1)       # numpy's entry is not own's
+    assert run("caller", "own") == (1, 0, 1)        # nor is its caller's
+    assert run("caller", "own") == (1, 1, 0)
+
+
+_REGRESSION_RUN = """
+import numpy as np
+from thermonet.architectures.regression import RegressionMLP
+from thermonet.kernels.matmul import backend
+
+rng = np.random.default_rng(3)
+x = rng.normal(size=(40, 2))
+y = rng.normal(size=(40, 2))
+pot = RegressionMLP(2, [6], 2, hidden_activation="tanh", kernel="{kernel}").potential(x=x, y=y)
+theta = 0.3 * rng.normal(size=pot.n_params)
+e, g = pot.energy_and_grad(theta)
+assert np.isfinite(e) and np.all(np.isfinite(g))
+print(int(backend.chosen()))
+"""
+
+
+@pytest.mark.parametrize("kernel, chooses", [("shallow", 0), ("blocked", 1)])
+def test_a_network_without_products_never_measures_the_backend(tmp_path, kernel, chooses):
+    """The robot arm's shallow kernel calls no matrix product: evaluating it chooses no backend,
+    so a new machine does not calibrate (``THERMONET_BLAS`` unset, empty calibration cache);
+    the blocked kernel, which calls them, does."""
+    (tmp_path / "reg.py").write_text(_REGRESSION_RUN.replace("{kernel}", kernel))
+    env = {k: v for k, v in os.environ.items() if k != "THERMONET_BLAS"}
+    env["THERMONET_CACHE_DIR"] = str(tmp_path / "calibration")
+    if chooses:
+        env["THERMONET_BLAS"] = "own"   # what is tested is that it is read, not a measurement
+    out = subprocess.run([sys.executable, str(tmp_path / "reg.py")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout) == chooses
+    assert not (tmp_path / "calibration").exists()

@@ -233,3 +233,45 @@ def test_bad_kernel_option_is_one_line_error(kwargs, match):
     with pytest.raises(ConfigError, match=match) as err:
         RegressionMLP(**kwargs)
     assert "\n" not in str(err.value)
+
+
+def test_shallow_half_sse_is_the_forward_sum_bit_for_bit(rng):
+    """S(w) of the shallow kernel comes from its gradient kernel (no forward-only kernel to
+    compile at a first run): exactly what the forward kernel sums, and NumPy's S(w)."""
+    from thermonet.kernels import mlp_regression as kr
+
+    for act in ("tanh", "logistic"):
+        arch = RegressionMLP(3, [9], 2, hidden_activation=act, kernel="shallow")
+        x = rng.normal(size=(37, 3))
+        y = rng.normal(size=(37, 2))
+        pot = arch.potential(x=x, y=y, block=16)
+        theta = 0.5 * rng.normal(size=pot.n_params)
+        s = pot.half_sse(theta)
+        n = pot.n_params
+        model = (arch.widths, pot.kact, pot.kx, pot.ky, pot.block, np.empty(pot.work_length),
+                 np.empty(n), 1.0, np.zeros(n), 0.0)
+        assert s == kr.SHALLOW.energy(theta, model)        # the forward kernel's sum
+        _, acts = _np_forward(theta, arch.widths, x, act == "tanh")
+        assert s == pytest.approx(0.5 * np.sum((acts[-1] - y) ** 2), rel=1e-12)
+
+
+def test_shallow_half_sse_loads_no_forward_kernel(tmp_path):
+    """A fresh process that evaluates S(w) of the shallow kernel neither compiles nor loads the
+    forward-only kernel (``mlp_shallow.loss``)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from thermonet.architectures.regression import RegressionMLP\n"
+        "from thermonet.kernels import mlp_shallow\n"
+        "rng = np.random.default_rng(1)\n"
+        "pot = RegressionMLP(2, [6], 2, kernel='shallow').potential(x=rng.normal(size=(20, 2)),"
+        " y=rng.normal(size=(20, 2)))\n"
+        "assert pot.half_sse(0.3 * rng.normal(size=pot.n_params)) > 0\n"
+        "print(len(mlp_shallow.loss.signatures))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout) == 0

@@ -36,9 +36,19 @@ HIDDEN_ACTIVATIONS = {"logistic": 0, "tanh": k.HIDDEN_TANH}
 # With NumPy's BLAS (np.dot -> OpenBLAS) the kernels' products must run single-threaded inside
 # thermonet's own parallelism (docs/performance.md); with thermonet's own products a strided
 # operand still falls back to np.dot, so the same cap applies. MKL runs in its sequential layer
-# (thermonet/kernels/matmul/blas.py), so no cap is needed and the context is skipped.
-_blas_cap = kt.blas_single if blas.BACKEND in ("numpy", "own") else contextlib.nullcontext
-_PAR_BLAS_THREADS = 1 if blas.BACKEND in ("numpy", "own") else None
+# (thermonet/kernels/matmul/blas.py), so no cap is needed and the context is skipped. Read when
+# a network is evaluated, not at import: choosing the backend may measure it.
+def _capped() -> bool:
+    return str(blas.BACKEND) in ("numpy", "own")
+
+
+def _blas_cap() -> Any:
+    return kt.blas_single() if _capped() else contextlib.nullcontext()
+
+
+def _par_blas_threads() -> int | None:
+    return 1 if _capped() else None
+
 
 #: rows per block of the energy/gradient kernels (part of the numerical recipe: results do not
 #: depend on the number of threads, but they do on the block size, in the last bits). 128 rows
@@ -252,7 +262,7 @@ class MLPPotential(Potential):
         if grad_out is None:
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
-            with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
+            with kt.limit(self.threads, blas_threads=_par_blas_threads()):
                 e = kp.loss_and_grad_parallel(th, self._net(), self._work_b.shape[0],
                                               self._work_b, self._partial_b, grad_out)
         else:
@@ -280,7 +290,7 @@ class MLPPotential(Potential):
         if self.threads > 1 and n_k > 1:
             work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
             partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
-            with kt.limit(self.threads, blas_threads=_PAR_BLAS_THREADS):
+            with kt.limit(self.threads, blas_threads=_par_blas_threads()):
                 kp.loss_and_grad_batch_parallel(th, self._net(), work_k, partial_k, grad_kp,
                                                 e_k)
         else:

@@ -15,9 +15,18 @@ keep an outdated gradient kernel). Functions compiled with :func:`kernel` are
 therefore stamped with a hash of their own file *and* of every ``.py`` file in
 ``thermonet/kernels`` and its sub-packages (plus the directories in ``THERMONET_KERNEL_DEPS``,
 separated by ``os.pathsep``, for plugins whose kernels call each other across files): any edit
-recompiles them. The stamp also holds the BLAS backend (:mod:`thermonet.kernels.matmul.blas`),
-which is compiled into the kernels. This uses Numba's cache-locator hook and affects only
-functions compiled here.
+recompiles them. This uses Numba's cache-locator hook and affects only functions compiled
+here.
+
+The BLAS backend
+----------------
+A kernel whose compiled code depends on the matrix-product backend
+(:mod:`thermonet.kernels.matmul.backend`) reads it through :func:`compiled_backend` while it
+is typed, directly or in a kernel it calls. Its cache entry records the backend, and an entry
+recorded with another backend than the process's is a miss (the kernel is compiled again);
+every other kernel's entry records none. Choosing the backend may measure it (a calibration of
+about 5 CPU s on a new machine), so a run whose kernels call no matrix product (the robot arm's
+shallow kernel) never chooses it.
 
 Symbols registered on demand
 ----------------------------
@@ -34,12 +43,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numba
 from numba import prange
 from numba.core import caching
+from numba.core import event as numba_event
 
 from thermonet.kernels.matmul import backend
 
@@ -57,7 +68,6 @@ def _dependency_dirs() -> list[str]:
 
 def _dependency_hash(own_file: str) -> bytes:
     h = hashlib.sha256()
-    h.update(backend.BACKEND.encode())   # read here: choosing it may measure (backend.py)
     files = {os.path.abspath(own_file)}
     for root, dirs, names in os.walk(_KERNELS_DIR):
         dirs[:] = [n for n in dirs if n != "__pycache__"]
@@ -143,16 +153,85 @@ def _blobs(x: Any) -> Iterator[bytes]:
             yield from _blobs(item)
 
 
+class _Compiles(numba_event.Listener):  # type: ignore[misc]
+    """Per thread, the compiles in progress (nested: a kernel types its callees) and whether
+    each has read the backend; a compile's flag is kept for its cache entry, which Numba
+    saves right after the compile ends."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def stack(self) -> list[bool]:
+        if not hasattr(self.local, "stack"):
+            self.local.stack = []
+        return self.local.stack  # type: ignore[no-any-return]
+
+    def on_start(self, event: Any) -> None:
+        self.stack().append(False)
+
+    def on_end(self, event: Any) -> None:
+        self.local.last = self.stack().pop()
+
+    def mark(self) -> None:
+        stack = self.stack()
+        stack[:] = [True] * len(stack)
+
+    def take_last(self) -> bool | None:
+        last = getattr(self.local, "last", None)
+        self.local.last = None
+        return last  # type: ignore[no-any-return]
+
+
+_COMPILES = _Compiles()
+numba_event.register("numba:compile", _COMPILES)
+
+
+def compiled_backend() -> str:
+    """The process's BLAS backend (choosing it, which may measure), for code being compiled:
+    the kernels being compiled now record it in their cache entries."""
+    _COMPILES.mark()
+    return str(backend.BACKEND)
+
+
+def _links_backend(library: Any, seen: set[int] | None = None) -> bool:
+    """Whether ``library`` or one it links recorded a backend (a kernel compiled or loaded
+    earlier in the process, which this one calls)."""
+    seen = set() if seen is None else seen
+    if id(library) in seen:
+        return False
+    seen.add(id(library))
+    if getattr(library, "_thermonet_backend", ""):
+        return True
+    return any(_links_backend(lib, seen) for lib in getattr(library, "_linking_libraries", ()))
+
+
 class _LinkLazySymbols(caching.CompileResultCacheImpl):  # type: ignore[misc]
+    def reduce(self, cres: Any) -> Any:
+        read = _COMPILES.take_last()      # None: no compile event seen, so assume it did
+        tag = compiled_backend() if read is not False or _links_backend(cres.library) else ""
+        cres.library._thermonet_backend = tag
+        return super().reduce(cres), tag
+
     def rebuild(self, target_context: Any, payload: Any) -> Any:
+        payload, tag = payload
+        if tag and compiled_backend() != tag:
+            return None                   # compiled for another backend: compile it again
         # payload[0] is the library: its object code and bitcode name the symbols it calls
         for name in [n for n in _LAZY if any(n.encode() in b for b in _blobs(payload[0]))]:
             _LAZY.pop(name, lambda: None)()
-        return super().rebuild(target_context, payload)
+        cres = super().rebuild(target_context, payload)
+        cres.library._thermonet_backend = tag
+        return cres
 
 
-def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) -> Any:
-    """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model)."""
+def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False,
+           inline: bool = False) -> Any:
+    """Compile ``func`` with thermonet's kernel options (cache, nogil, numpy error model).
+
+    ``inline=True`` inlines a kernel's code into the kernels that call it before they are
+    typed (Numba's ``inline="always"``), so it is no compile of its own for them: for small
+    adapters between a kernel and the contract of its callers. Called from Python it compiles
+    as any kernel."""
     if _CACHE:
         # Numba picks a function's cache locator when it is decorated, so the stamped locators
         # must be in place by then; installing them is idempotent and touches no other function
@@ -161,8 +240,8 @@ def kernel(func: Callable[..., Any] | None = None, *, parallel: bool = False) ->
     def wrap(f: Callable[..., Any]) -> Any:
         f._thermonet_kernel = True  # type: ignore[attr-defined]
         d = numba.njit(
-            cache=_CACHE, nogil=True, error_model="numpy", fastmath=FASTMATH, parallel=parallel
-        )(f)
+            cache=_CACHE, nogil=True, error_model="numpy", fastmath=FASTMATH, parallel=parallel,
+            inline="always" if inline else "never")(f)
         impl = getattr(getattr(d, "_cache", None), "_impl", None)
         if type(impl) is caching.CompileResultCacheImpl:
             impl.__class__ = _LinkLazySymbols    # the same object, with the check on loading
@@ -184,5 +263,6 @@ def cfunction(signature: Any) -> Callable[[Callable[..., Any]], Any]:
     return wrap
 
 
-__all__ = ["FASTMATH", "SAFE_FASTMATH", "cfunction", "install_cache_locators", "kernel",
+__all__ = ["FASTMATH", "SAFE_FASTMATH", "cfunction", "compiled_backend",
+           "install_cache_locators", "kernel",
            "lazy_symbol", "prange"]

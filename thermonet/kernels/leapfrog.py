@@ -431,7 +431,9 @@ class MLPModel(NamedTuple):
     cast: bool
 
 
-@kernel
+# inlined into the trajectory kernels: a kernel of its own around loss_and_grad cost about
+# 1.5 CPU s to compile at a first run, for a call the trajectory makes anyway
+@kernel(inline=True)
 def _mlp_gradient(theta, grad, model):
     widths, out_act, x, y, block, work, partial, theta_g, grad_g, cast = model
     # one code path for both precisions (Numba types every branch): with ``cast`` false,

@@ -64,10 +64,9 @@ from numba import types
 from numba.extending import overload
 
 from thermonet.kernels.elementwise import ONE_F, add_bias, sigmoid_inplace, tanh_inplace
-from thermonet.kernels.jit import kernel
+from thermonet.kernels.jit import compiled_backend, kernel
 from thermonet.kernels.losses import block_data_term
-from thermonet.kernels.matmul.blas import BACKEND as _BLAS_BACKEND
-from thermonet.kernels.matmul.blas import gemm, gemm_acc
+from thermonet.kernels.matmul import blas
 
 LINEAR = 0
 LOGISTIC = 1
@@ -93,42 +92,57 @@ class Net(NamedTuple):
     block: int
 
 
-#: transpose the small weight matrices for the forward products (helps OpenBLAS, not MKL;
-#: thermonet's own products read the second operand row by row and need it)
-_TRANSPOSE_SMALL = _BLAS_BACKEND in ("numpy", "own")
-#: transpose the first layer's weights too (thermonet's own products)
-_TRANSPOSE_FIRST = _BLAS_BACKEND == "own"
+# The forward products transpose the small weight matrices into scratch first with np.dot
+# (OpenBLAS is slower on (rows x k) (k x m)^T than on a plain product for these small k, m)
+# and thermonet's own products (which read the second operand row by row), and the first
+# layer's too with the own products; not with MKL. The backend is read when a kernel is typed
+# (thermonet.kernels.matmul.blas says why), so these choices are overloads.
 
 
-@kernel
+def _transposes_first():
+    """Whether the first layer's weights are transposed into scratch (the own products)."""
+
+
+@overload(_transposes_first)
+def _transposes_first_typed():
+    first = compiled_backend() == "own"
+    return lambda: first
+
+
+# n_params, fan_in and work_size are called from Python only (building a network), so they
+# are plain Python: a kernel each would be a compile of its own at every first run
+
 def n_params(widths):
     """Number of parameters of the MLP ``widths`` (weights plus biases of every layer)."""
-    n = 0
-    for layer in range(widths.shape[0] - 1):
-        n += (widths[layer] + 1) * widths[layer + 1]
-    return n
+    w = [int(v) for v in widths]
+    return sum((w[layer] + 1) * w[layer + 1] for layer in range(len(w) - 1))
 
 
-@kernel
 def fan_in(widths, out):
     """Write the fan-in, *including the bias*, of the neuron each parameter feeds into.
 
     ``out`` (int64, shape ``(n_params,)``) is overwritten. This is ``k_i`` of the paper's
     Sec. 3.2: 257 for every parameter of the first layer of a 256-input network.
     """
+    w = [int(v) for v in widths]
     pos = 0
-    for layer in range(widths.shape[0] - 1):
-        k = widths[layer] + 1
-        m = k * widths[layer + 1]
-        for i in range(m):
-            out[pos + i] = k
+    for layer in range(len(w) - 1):
+        k = w[layer] + 1
+        m = k * w[layer + 1]
+        out[pos:pos + m] = k
         pos += m
 
 
-@kernel
 def work_size(widths, block):
-    """Length of the scratch array one block of ``block`` rows needs."""
-    return block * _act_width(widths) + _wt_size(widths) + _widest(widths)
+    """Length of the scratch array one block of ``block`` rows needs: what the kernels'
+    offsets (:func:`_act_width`, :func:`_wt_size`, :func:`_widest`) add up to, or more."""
+    w = [int(v) for v in widths]
+    outs = w[1:]
+    act_width = sum(outs) + 2 * max(outs)
+    # room for the first layer's transposed weights whatever the backend: reading it here
+    # would choose it (measure) when a network is built, for kernels that may call no product
+    wt_size = max([w[layer] * w[layer + 1] for layer in range(len(w) - 1)], default=0)
+    return int(block) * act_width + wt_size + max(outs)
 
 
 @kernel
@@ -154,9 +168,9 @@ def _act_width(widths):
 @kernel
 def _wt_size(widths):
     """Room for a transposed copy of the largest weight matrix that is transposed (above the
-    first layer; with :data:`_TRANSPOSE_FIRST` the first too)."""
+    first layer; with the own products the first too)."""
     m = 0
-    for layer in range(0 if _TRANSPOSE_FIRST else 1, widths.shape[0] - 1):
+    for layer in range(0 if _transposes_first() else 1, widths.shape[0] - 1):
         m = max(m, widths[layer] * widths[layer + 1])
     return m
 
@@ -182,14 +196,31 @@ def _first_layer(xb, w, work, t_off, z):
 
 @overload(_first_layer)
 def _first_layer_typed(xb, w, work, t_off, z):
-    if _TRANSPOSE_FIRST and xb.dtype in (types.float64, types.float32):
+    if compiled_backend() == "own" and xb.dtype in (types.float64, types.float32):
         def own(xb, w, work, t_off, z):
             n_out, n_in = w.shape
             wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
             _transpose(w, wt)
-            gemm(False, False, xb, wt, z)
+            blas.gemm(False, False, xb, wt, z)
         return own
-    return lambda xb, w, work, t_off, z: gemm(False, True, xb, w, z)
+    return lambda xb, w, work, t_off, z: blas.gemm(False, True, xb, w, z)
+
+
+def _hidden_layer(a_prev, w, work, t_off, z):
+    """``z = a_prev @ w.T`` above the first layer, resolved when a kernel is compiled: with
+    ``np.dot`` and the own products ``w`` transposed into the scratch ``work[t_off:]`` first."""
+
+
+@overload(_hidden_layer)
+def _hidden_layer_typed(a_prev, w, work, t_off, z):
+    if compiled_backend() in ("numpy", "own"):
+        def small(a_prev, w, work, t_off, z):
+            n_out, n_in = w.shape
+            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
+            _transpose(w, wt)
+            blas.gemm(False, False, a_prev, wt, z)
+        return small
+    return lambda a_prev, w, work, t_off, z: blas.gemm(False, True, a_prev, w, z)
 
 
 @kernel
@@ -223,14 +254,7 @@ def forward(theta, widths, out_act, xb, work):
             _first_layer(xb, w, work, t_off, z)
         else:
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            if _TRANSPOSE_SMALL:
-                # OpenBLAS is slower on (rows x k) (k x m)^T than on a plain product for
-                # these small k, m: transpose the (small) weight matrix into scratch first.
-                wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-                _transpose(w, wt)
-                gemm(False, False, a_prev, wt, z)
-            else:
-                gemm(False, True, a_prev, w, z)
+            _hidden_layer(a_prev, w, work, t_off, z)
         if layer < n_layers - 1:
             if out_act & HIDDEN_TANH:
                 tanh_inplace(z, b)
@@ -357,19 +381,19 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
         gw = grad[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
         if layer == 0:
             if kicking:
-                gemm_acc(True, False, dz, xb, gw, -kick)
+                blas.gemm_acc(True, False, dz, xb, gw, -kick)
             else:
-                gemm(True, False, dz, xb, gw)
+                blas.gemm(True, False, dz, xb, gw)
         else:
             prev_off = a_off - rows * n_in
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             if kicking:
-                gemm_acc(True, False, dz, a_prev, gw, -kick)
+                blas.gemm_acc(True, False, dz, a_prev, gw, -kick)
             else:
-                gemm(True, False, dz, a_prev, gw)
+                blas.gemm(True, False, dz, a_prev, gw)
             w = theta[p_off:p_off + n_out * n_in].reshape((n_out, n_in))
             da = work[nxt:nxt + rows * n_in].reshape((rows, n_in))
-            gemm(False, False, dz, w, da)
+            blas.gemm(False, False, dz, w, da)
             # the bias gradient of the layer below
             gb = work[acc_off:acc_off + n_in] if kicking else grad[p_off - n_in:p_off]
             _hidden_delta(a_prev, da, gb, out_act)

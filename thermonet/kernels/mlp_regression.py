@@ -88,11 +88,6 @@ def _half_sse_blocked(theta, widths, act, x, y, block, work):
 
 
 @kernel
-def _half_sse_shallow(theta, widths, act, x, y, block, work):
-    return shallow.loss(theta, widths, act, x, y, block, work)
-
-
-@kernel
 def _energy_blocked(theta, model):
     widths, act, x, y, block, work, _, tau, prec, const = model
     s = mlp.loss(theta, (widths, act, x, y, block), work)
@@ -125,6 +120,17 @@ def _gradient_shallow(theta, grad, model):
     s = shallow.loss_and_grad(theta, widths, act, x, y, block, work, grad)
     e = tau * s + const + _add_prior(theta, grad, tau, prec)
     return e, e
+
+
+def _half_sse_shallow(theta, widths, act, x, y, block, work):
+    # S(w) through the gradient kernel, which a run compiles anyway, with tau = 1, no prior
+    # and no constant: its energy is then S(w) bit for bit as the forward kernel sums it (the
+    # same residuals, added in the same order). A forward-only kernel was one more compile at
+    # a first run (about 4 CPU s); the gradient costs a few forward passes, once per Gibbs
+    # update against a trajectory's hundreds.
+    scratch = np.empty(theta.shape[0])
+    model = (widths, act, x, y, block, work, scratch, 1.0, np.zeros(theta.shape[0]), 0.0)
+    return _gradient_shallow(theta, scratch, model)[0]
 
 
 class NetworkKernels(NamedTuple):

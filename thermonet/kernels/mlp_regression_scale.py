@@ -107,7 +107,8 @@ def energy_and_grad(q, grad, model):
     return tau * s + const + temperature * (ev + eu)
 
 
-@kernel
+# the trajectories' gradient contract, inlined into them (not a kernel compiled on its own)
+@kernel(inline=True)
 def _gradient(q, grad, model):
     e = energy_and_grad(q, grad, model)
     return e, e

@@ -152,17 +152,30 @@ def restore_streams(streams: Streams, states: list[dict[str, Any]]) -> None:
         generator.bit_generator.state = state
 
 
-def blas_backend() -> str:
-    """The kernels' BLAS backend in this process (stamped into checkpoints)."""
-    from thermonet.kernels.matmul import blas
+def _blas_decided() -> bool:
+    """Whether the backend is chosen or free to choose (set by ``THERMONET_BLAS``): an
+    automatic choice waits for a kernel that calls a product, since it may measure."""
+    from thermonet.kernels.matmul import backend
 
-    return str(blas.BACKEND)
+    return backend.chosen() or backend.requested() != "auto"
+
+
+def blas_backend() -> str:
+    """The kernels' BLAS backend in this process (stamped into checkpoints); "" while no
+    kernel has called for an automatic choice (a run whose kernels call no matrix product
+    never makes one)."""
+    from thermonet.kernels.matmul import backend
+
+    return str(backend.BACKEND) if _blas_decided() else ""
 
 
 def blas_choice() -> dict[str, Any]:
-    """How this process's BLAS backend was chosen (recorded in checkpoints beside it)."""
+    """How this process's BLAS backend was chosen (recorded in checkpoints beside it); empty
+    fields while none is (:func:`blas_backend`)."""
     from thermonet.kernels.matmul import backend
 
+    if not _blas_decided():
+        return {"how": "", "reason": "no kernel of this run calls a matrix product", "rates": {}}
     choice = backend.choice()
     return {key: choice[key] for key in ("how", "reason", "rates")}
 

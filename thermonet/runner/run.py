@@ -148,9 +148,11 @@ class Run:
                 streams = engine.make_streams(cfg["run"]["seed"])
                 log.info("initialising %d replica(s) of %s on %s", engine.n_slots,
                          components.arch.describe(), cfg["data"]["name"])
-                log.info("matrix products: %s (%s)", blas_backend(), blas_choice()["reason"])
                 warm_kernels(engine.samplers[0], components.arch.initial_draw(
                     np.random.default_rng(0)), components.arch.describe())
+                # after the first compiles: a kernel that calls a product chooses the backend
+                log.info("matrix products: %s (%s)", blas_backend() or "none",
+                         blas_choice()["reason"])
                 for line in data_notes(components):
                     log.info("%s", line)
                 state = initial_state(components, streams, run_dir=run_dir, world=world,
@@ -255,7 +257,7 @@ class Run:
                     "changed. Start a new run with --out")
         now = blas_backend()
         parallel.require_same_backend(parallel.world_of(engine.executor))
-        if ck.blas_backend and ck.blas_backend != now:
+        if ck.blas_backend and now and ck.blas_backend != now:
             log.warning("the checkpoint was written with BLAS backend %r and this process uses "
                         "%r: the continuation is statistically equivalent but will not repeat "
                         "an uninterrupted run bit for bit (`thermonet resume` keeps the "

@@ -4,11 +4,12 @@ thermonet's own register-blocked products (:mod:`thermonet.kernels.matmul.gemm`)
 ``THERMONET_BLAS`` decides: ``mkl``, ``numpy`` (or ``openblas``), ``own`` force a backend;
 ``auto`` (the default, also when unset) takes the fastest one on this machine, measured once and
 cached (:mod:`~thermonet.kernels.matmul.calibration`; MKL only if it is installed). The choice
-is made once per process, when :data:`BACKEND` is first read (importing
-:mod:`~thermonet.kernels.matmul.blas` or any kernel reads it), and is compiled into the kernels
-(:mod:`~thermonet.kernels.matmul.blas` has the products; :mod:`thermonet.kernels.jit` stamps
-the cache with the backend). Until then :func:`pin` may fix it, which a resumed run uses to keep
-its checkpoint's backend. This module needs no Numba, so both can import it.
+is made once per process, when :data:`BACKEND` is first read: when a kernel that calls a
+product is compiled or loaded (importing the kernels does not read it, except that
+``THERMONET_BLAS=mkl`` is checked then), and it is compiled into those kernels
+(:mod:`~thermonet.kernels.matmul.blas` has the products; :mod:`thermonet.kernels.jit` records
+the backend in their cache entries). Until then :func:`pin` may fix it, which a resumed run
+uses to keep its checkpoint's backend. This module needs no Numba, so both can import it.
 """
 
 from __future__ import annotations
@@ -193,8 +194,8 @@ def choice() -> dict[str, Any]:
 
 
 def chosen() -> bool:
-    """Whether the process's backend is fixed already (kernels imported or :func:`choice`
-    called)."""
+    """Whether the process's backend is fixed already (a kernel that calls a product compiled
+    or loaded, or :func:`choice` called)."""
     return _chosen is not None
 
 

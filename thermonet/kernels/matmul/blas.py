@@ -25,8 +25,11 @@ MKL first with a threaded layer, thermonet leaves it alone and uses ``np.dot``
 (:data:`REASON` says so). thermonet's own products give the same bits on every x86-64 CPU.
 
 The backends round differently (results agree to ~1e-13 relative, not bitwise), so the
-backend is part of a run's provenance (:func:`info`) and of the kernel cache stamp
-(:mod:`thermonet.kernels.jit`).
+backend is part of a run's provenance (:func:`info`) and of the cache entry of every kernel
+that calls a product (:mod:`thermonet.kernels.jit`). Kernels read :func:`gemm` and
+:func:`gemm_acc` as attributes of this module (``blas.gemm``) when they are typed, which
+chooses the backend then: importing the kernels does not, so a run whose kernels call no
+product never measures it.
 
 The kernels call :func:`gemm` with C-contiguous 2-D operands (``c = op(a) @ op(b)``), and
 :func:`gemm_acc` (``c += alpha * op(a) @ op(b)``) where a gradient goes straight into the
@@ -38,18 +41,18 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 import llvmlite.binding as llb
 import numpy as np
 from numba import types
 from numba.extending import overload
 
+from thermonet.kernels import jit
 from thermonet.kernels.jit import kernel, lazy_symbol
+from thermonet.kernels.matmul import backend
 from thermonet.kernels.matmul import gemm as own
 from thermonet.kernels.matmul.backend import (
-    BACKEND,
-    LIBRARY,
-    REASON,
     SYM_D,
     SYM_OWN,
     SYM_OWN32,
@@ -57,7 +60,8 @@ from thermonet.kernels.matmul.backend import (
     info,
 )
 
-__all__ = ["BACKEND", "LIBRARY", "REASON", "gemm", "gemm_acc", "info"]
+__all__ = ["info"]   # and, read when first used (__getattr__): BACKEND, LIBRARY, REASON, gemm,
+#   gemm_acc
 
 
 _i32 = types.int32
@@ -209,9 +213,13 @@ def _register_own(symbol: str) -> None:
             llb.add_symbol(symbol, own.c_product_address(dtype))
 
 
-if BACKEND == "own":
-    lazy_symbol(SYM_OWN, functools.partial(_register_own, SYM_OWN))
-    lazy_symbol(SYM_OWN32, functools.partial(_register_own, SYM_OWN32))
+# a bad THERMONET_BLAS, or MKL asked for and missing, fails at import in one line; the automatic
+# choice waits for a kernel that calls a product (it may measure)
+if backend.requested() == "mkl":
+    backend.choice()
+
+lazy_symbol(SYM_OWN, functools.partial(_register_own, SYM_OWN))
+lazy_symbol(SYM_OWN32, functools.partial(_register_own, SYM_OWN32))
 
 
 # the C-callable product's int64 arguments (gemm.C_SIGNATURE), built here rather than in a
@@ -285,13 +293,25 @@ def _gemm_acc_own(ta, tb, a, b, c, alpha):
 _GEMM = {"mkl": _gemm_mkl, "numpy": _gemm_numpy, "own": _gemm_own}
 _GEMM_ACC = {"mkl": _gemm_acc_mkl, "numpy": _gemm_acc_numpy, "own": _gemm_acc_own}
 
-#: ``gemm(ta, tb, a, b, c)``: ``c = op(a) @ op(b)`` with ``op(x) = x.T if t else x``, for
-#: float64 or float32 2-D arrays of one dtype with unit stride along their last axis
-gemm = _GEMM[BACKEND]
+# ``gemm(ta, tb, a, b, c)``: ``c = op(a) @ op(b)`` with ``op(x) = x.T if t else x``, for
+# float64 or float32 2-D arrays of one dtype with unit stride along their last axis.
+#
+# ``gemm_acc(ta, tb, a, b, c, alpha)``: ``c += alpha * op(a) @ op(b)`` (float64; other
+# dtypes through a temporary). With ``np.dot`` the product is rounded first and then
+# ``c + alpha * product`` is formed element by element, exactly as a separate update would;
+# MKL's ``beta = 1`` update rounds differently (a few ulp), which is the price of not writing
+# the product to memory at all.
+#
+# Both are the backend's kernel, looked up when read (module ``__getattr__``).
 
-#: ``gemm_acc(ta, tb, a, b, c, alpha)``: ``c += alpha * op(a) @ op(b)`` (float64; other
-#: dtypes through a temporary). With ``np.dot`` the product is rounded first and then
-#: ``c + alpha * product`` is formed element by element, exactly as a separate update would;
-#: MKL's ``beta = 1`` update rounds differently (a few ulp), which is the price of not writing
-#: the product to memory at all
-gemm_acc = _GEMM_ACC[BACKEND]
+
+def __getattr__(name: str) -> Any:
+    # the backend is chosen when first read, which a kernel calling a product does as it is
+    # typed (jit.compiled_backend records it in that kernel's cache entry)
+    if name == "gemm":
+        return _GEMM[jit.compiled_backend()]
+    if name == "gemm_acc":
+        return _GEMM_ACC[jit.compiled_backend()]
+    if name in ("BACKEND", "LIBRARY", "REASON"):
+        return getattr(backend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
