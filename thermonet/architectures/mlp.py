@@ -129,7 +129,8 @@ class MLPPotential(Potential):
         self.n_params = arch.n_params
         self.n_data = self.x.shape[0]
         self._widths = arch.widths
-        self._out = arch.out_act
+        # typed by its hidden activation: the kernels compile that one only
+        self._out = k.activation_code(arch.out_act)
         self._nb = int(k.n_blocks(self.n_data, self.block))
         ws = int(k.work_size(self._widths, self.block))
         self._work = np.empty(ws, dtype=self.dtype)

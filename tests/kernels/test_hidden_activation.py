@@ -1,0 +1,103 @@
+"""The hidden activation chosen at compile time (``thermonet.kernels.mlp.activation_code``).
+
+A code typed by :func:`activation_code` must give bitwise what the plain-int code (tested at
+run time, both activations compiled) gives, and a fresh process that builds and runs a network
+must compile its own hidden activation only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from thermonet.kernels import mlp as k
+
+
+def _net(code, hidden_tanh, dtype):
+    rng = np.random.default_rng(3)
+    widths = np.array([5, 4, 3, 3], dtype=np.int64)
+    x = rng.normal(size=(11, 5)).astype(dtype)
+    y = rng.integers(0, 3, 11)
+    theta = (0.7 * rng.normal(size=k.n_params(widths))).astype(dtype)
+    out = code | (k.HIDDEN_TANH if hidden_tanh else 0)
+    return theta, widths, out, x, y
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("hidden_tanh", [False, True])
+@pytest.mark.parametrize("output", [k.LINEAR, k.LOGISTIC])
+def test_typed_code_gives_the_run_time_codes_numbers_bitwise(output, hidden_tanh, dtype):
+    """Energy, gradient (two blocks, so the serial block sum runs) and logits of a two-hidden-
+    layer network: the typed code's kernels against the plain int's, exact equality."""
+    theta, widths, out, x, y = _net(output, hidden_tanh, dtype)
+    typed = k.activation_code(out)
+    assert isinstance(typed, np.uint16 if hidden_tanh else np.uint8) and int(typed) == out
+    work = np.empty(k.work_size(widths, 6), dtype=dtype)
+    results = []
+    for code in (out, typed):
+        net = tuple(k.Net(widths, code, x, y, 6))
+        grad = np.empty_like(theta)
+        e = k.loss_and_grad(theta, net, work, np.empty_like(theta), grad)
+        logits = np.empty((x.shape[0], 3), dtype=dtype)
+        k.predict_logits(theta, widths, code, x, 6, work, logits)
+        results.append((e, k.loss(theta, net, work), grad, logits))
+    (e0, l0, g0, z0), (e1, l1, g1, z1) = results
+    assert e1 == e0 and l1 == l0
+    np.testing.assert_array_equal(g1, g0)
+    np.testing.assert_array_equal(z1, z0)
+
+
+_COMPILED = textwrap.dedent("""
+    import sys
+    import numba.core.event as ev
+    from thermonet.kernels.matmul import blas  # noqa: F401
+    compiled = []
+
+    class Names(ev.Listener):
+        def on_start(self, event):
+            pass
+
+        def on_end(self, event):
+            compiled.append(event.data["dispatcher"].py_func.__name__)
+
+    ev.register("numba:compile", Names())
+    import numpy as np
+    from thermonet.architectures.mlp import MLP
+    from thermonet.kernels import leapfrog as lf
+
+    arch = MLP(n_inputs=6, hidden=[5], n_outputs=3, hidden_activation=sys.argv[1])
+    rng = np.random.default_rng(0)
+    pot = arch.potential(x=rng.normal(size=(40, 6)), y=rng.integers(0, 3, 40))
+    n = arch.n_params
+    theta = 0.3 * rng.normal(size=n)
+    _, g = pot.energy_and_grad(theta)
+    pot.trajectory(theta.copy(), np.ones(n), g.copy(), np.ones(n), 0.01, 3,
+                   lf.WALL_REFLECT, np.full(n, 9.0), 10.0)
+    print(" ".join(compiled))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hidden, own, other", [
+    ("logistic", {"sigmoid_inplace", "_logistic_hidden_delta"},
+     {"tanh_inplace", "_tanh_delta"}),
+    # sigmoid_inplace is also the logistic output layer's, chosen at run time: it compiles
+    ("tanh", {"tanh_inplace", "_tanh_delta"}, {"_logistic_hidden_delta"}),
+])
+def test_a_cold_run_compiles_only_its_hidden_activation(tmp_path, hidden, own, other):
+    """With an empty Numba cache, a network's gradient and reflecting trajectory (what a
+    quickstart-like run compiles) compile its hidden units' forward and backward kernels and
+    not the other activation's. About 8 CPU s each."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", _COMPILED, hidden], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    names = set(out.stdout.split())
+    assert {"block_loss_and_grad", "mlp_trajectory_reflect"} <= names
+    assert own <= names
+    assert not other & names
