@@ -65,39 +65,19 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from thermonet.kernels.elementwise import ONE_F, add_bias, sigmoid_inplace, tanh_inplace
+from thermonet.kernels.elementwise import ONE_F, add_bias, sigmoid_inplace
+from thermonet.kernels.hidden_units import (
+    HIDDEN_TANH,  # noqa: F401 (the activation code is named here too, beside its kernels)
+    LINEAR,  # noqa: F401
+    LOGISTIC,
+    OUTPUT_MASK,
+    activation_code,  # noqa: F401
+    hidden_delta,
+    hidden_units,
+)
 from thermonet.kernels.jit import compiled_backend, kernel
 from thermonet.kernels.losses import block_data_term
 from thermonet.kernels.matmul import blas
-
-LINEAR = 0
-LOGISTIC = 1
-#: bit of the activation code: the output activation (LINEAR or LOGISTIC)
-OUTPUT_MASK = 1
-#: bit of the activation code: tanh hidden units (otherwise logistic)
-HIDDEN_TANH = 2
-
-# The integer types that carry the hidden activation in their type (activation_code); any other
-# integer type is tested at run time
-_LOGISTIC_CODE = np.uint8
-_TANH_CODE = np.uint16
-
-
-def activation_code(code):
-    """``code`` (the activation code of the module docstring) as a NumPy integer whose type
-    says which hidden activation it holds: the kernels it reaches compile that one only."""
-    code = int(code)
-    return _TANH_CODE(code) if code & HIDDEN_TANH else _LOGISTIC_CODE(code)
-
-
-def _hidden_kind(out_act):
-    """``"logistic"`` or ``"tanh"`` where the type of ``out_act`` (a Numba integer type) says
-    which (:func:`activation_code`), ``None`` where the code must be tested at run time."""
-    if out_act == types.uint8:
-        return "logistic"
-    if out_act == types.uint16:
-        return "tanh"
-    return None
 
 
 class Net(NamedTuple):
@@ -259,27 +239,6 @@ def layer_views(theta, work, p_off, a_off, rows, n_in, n_out):
     return w, b, z
 
 
-def _hidden_units(z, b, out_act):
-    """The hidden non-linearity of ``z + b``, in place: the one the type of ``out_act`` names
-    (:func:`activation_code`), or the one its value names, compiling both."""
-
-
-@overload(_hidden_units)
-def _hidden_units_typed(z, b, out_act):
-    kind = _hidden_kind(out_act)
-    if kind == "logistic":
-        return lambda z, b, out_act: sigmoid_inplace(z, b)
-    if kind == "tanh":
-        return lambda z, b, out_act: tanh_inplace(z, b)
-
-    def either(z, b, out_act):
-        if out_act & HIDDEN_TANH:
-            tanh_inplace(z, b)
-        else:
-            sigmoid_inplace(z, b)
-    return either
-
-
 @kernel
 def forward(theta, widths, out_act, xb, work):
     """Forward pass of one block; returns the offset of the output activations in ``work``.
@@ -302,7 +261,7 @@ def forward(theta, widths, out_act, xb, work):
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
             _hidden_layer(a_prev, w, work, t_off, z)
         if layer < n_layers - 1:
-            _hidden_units(z, b, out_act)
+            hidden_units(z, b, out_act)
         elif (out_act & OUTPUT_MASK) == LOGISTIC:
             sigmoid_inplace(z, b)
         else:
@@ -348,58 +307,6 @@ def _column_sums(delta, gb):
     for r in range(delta.shape[0]):
         for c in range(delta.shape[1]):
             gb[c] += delta[r, c]
-
-
-@kernel
-def _tanh_delta(a_prev, da, gb):
-    """``da`` times tanh's derivative ``1 - a^2`` at ``a_prev``, in place; ``gb`` = its
-    column sums (the layer's bias gradient). ONE_F, not 1.0: a float64 literal would promote
-    the float32 kernels' loop to float64 (half the vector lanes); float64 arrays promote ONE_F
-    exactly."""
-    rows, n_in = da.shape
-    for c in range(n_in):
-        gb[c] = 0.0
-    for r in range(rows):
-        for c in range(n_in):
-            a = a_prev[r, c]
-            v = da[r, c] * (ONE_F - a * a)
-            da[r, c] = v
-            gb[c] += v
-
-
-@kernel
-def _logistic_hidden_delta(a_prev, da, gb):
-    """As :func:`_tanh_delta` for logistic units, derivative ``a (1 - a)``."""
-    rows, n_in = da.shape
-    for c in range(n_in):
-        gb[c] = 0.0
-    for r in range(rows):
-        for c in range(n_in):
-            a = a_prev[r, c]
-            v = da[r, c] * (a * (ONE_F - a))
-            da[r, c] = v
-            gb[c] += v
-
-
-def _hidden_delta(a_prev, da, gb, out_act):
-    """``da`` times the hidden non-linearity's derivative at ``a_prev``, in place; ``gb`` =
-    its column sums. The non-linearity is chosen as in :func:`_hidden_units`."""
-
-
-@overload(_hidden_delta)
-def _hidden_delta_typed(a_prev, da, gb, out_act):
-    kind = _hidden_kind(out_act)
-    if kind == "logistic":
-        return lambda a_prev, da, gb, out_act: _logistic_hidden_delta(a_prev, da, gb)
-    if kind == "tanh":
-        return lambda a_prev, da, gb, out_act: _tanh_delta(a_prev, da, gb)
-
-    def either(a_prev, da, gb, out_act):
-        if out_act & HIDDEN_TANH:
-            _tanh_delta(a_prev, da, gb)
-        else:
-            _logistic_hidden_delta(a_prev, da, gb)
-    return either
 
 
 @kernel
@@ -466,7 +373,7 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
             blas.gemm(False, False, dz, w, da)
             # the bias gradient of the layer below
             gb = work[acc_off:acc_off + n_in] if kicking else grad[p_off - n_in:p_off]
-            _hidden_delta(a_prev, da, gb, out_act)
+            hidden_delta(a_prev, da, gb, out_act)
             if kicking:
                 _bias_out(grad[p_off - n_in:p_off], gb, kick)
             cur, nxt = nxt, cur
