@@ -59,3 +59,31 @@ def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert a["trace"].keys() == b["trace"].keys()
     for k in a["trace"]:
         assert np.array_equal(a["trace"][k], b["trace"][k]), k
+
+
+def run_copying_warmup_checkpoints(cfg: Any, out: Path, copies: Path,
+                                   monkeypatch: Any) -> list[tuple[Path, dict[str, Any]]]:
+    """Run ``cfg`` into ``out``, copying the run directory each time a checkpoint is written
+    during the warm-up (each copy is what a kill -9 right after that write leaves). Returns
+    the copies, ``copies/snap0``, ..., with the warm-up's position at each."""
+    import shutil
+
+    from thermonet.runner import Run, detach_log
+
+    snapshots: list[tuple[Path, dict[str, Any]]] = []
+    write = Run.write_checkpoint
+
+    def write_and_copy(self: Any) -> None:
+        write(self)
+        if self.warmup is not None:
+            where = copies / f"snap{len(snapshots)}"
+            shutil.copytree(self.dir, where)
+            snapshots.append((where, self.warmup.position()))
+
+    monkeypatch.setattr(Run, "write_checkpoint", write_and_copy)
+    try:
+        Run.create(cfg, out).run()
+    finally:
+        detach_log()
+        monkeypatch.setattr(Run, "write_checkpoint", write)
+    return snapshots

@@ -6,7 +6,6 @@ workers."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import run_copying_warmup_checkpoints
 from thermonet import config as cfgmod
 from thermonet import interrupt
 from thermonet.cli import main
@@ -122,20 +122,8 @@ def test_a_hard_kill_after_any_warm_up_checkpoint_resumes_bit_for_bit(cfg_path, 
                                                                        straight, monkeypatch):
     """Every checkpoint the warm-up writes is copied as it is written: each copy is what a
     kill -9 right after that write leaves. Each resumes to the uninterrupted run."""
-    snapshots = []
-    write = Run.write_checkpoint
-
-    def write_and_copy(self):
-        write(self)
-        if self.warmup is not None:
-            where = tmp_path / f"snap{len(snapshots)}"
-            shutil.copytree(self.dir, where)
-            snapshots.append((where, self.warmup.position()))
-
-    monkeypatch.setattr(Run, "write_checkpoint", write_and_copy)
-    Run.create(cfgmod.load(cfg_path), tmp_path / "copied").run()
-    detach_log()
-    monkeypatch.setattr(Run, "write_checkpoint", write)
+    snapshots = run_copying_warmup_checkpoints(cfgmod.load(cfg_path), tmp_path / "copied", tmp_path,
+                                               monkeypatch)
     seen = {(p["stage"], p["phase"], p["done"] > 0) for _, p in snapshots}
     # inside the ladder rounds, the mass estimation, the step-size re-tunes and the measured
     # correction, and between

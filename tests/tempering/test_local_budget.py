@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import shutil
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import run_copying_warmup_checkpoints
 from thermonet import config as cfgmod
 from thermonet.analysis import summarise
 from thermonet.analysis.local_exploration import lag1_autocorrelation, lag1_pairs
@@ -256,20 +256,8 @@ def test_a_run_records_its_budget_resumes_from_any_warm_up_checkpoint_and_ignore
     detach_log()
     _assert_same(straight, _state(tmp_path / "two"))
     # a copy of the run at every warm-up checkpoint (what a kill -9 right after it leaves)
-    snapshots = []
-    write = Run.write_checkpoint
-
-    def write_and_copy(self):
-        write(self)
-        if self.warmup is not None:
-            where = tmp_path / f"snap{len(snapshots)}"
-            shutil.copytree(self.dir, where)
-            snapshots.append((where, self.warmup.position()))
-
-    monkeypatch.setattr(Run, "write_checkpoint", write_and_copy)
-    Run.create(cfgmod.load(cfg), tmp_path / "copied").run()
-    detach_log()
-    monkeypatch.setattr(Run, "write_checkpoint", write)
+    snapshots = run_copying_warmup_checkpoints(cfgmod.load(cfg), tmp_path / "copied", tmp_path,
+                                               monkeypatch)
     assert [(p["stage"], p["done"]) for _, p in snapshots] == [("budget", 0), ("budget", 3),
                                                                  ("budget", 6)]
     for n, (where, _) in enumerate(snapshots):
