@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.runs import assert_same, invoke, one_error_line, tree
+from tests.runs import TINY, assert_same, invoke, one_error_line, tree
 from thermonet import config as cfgmod
 from thermonet.analysis.mixing import assess_chains, between_chains, standing_out
 from thermonet.errors import ConfigError
@@ -14,29 +14,8 @@ from thermonet.io import trace as iotrace
 from thermonet.runner import Run, detach_log
 
 #: the tiny run's Gaussian mixture on one rung (tests/configs/tiny.toml without its ladder)
-ONE_RUNG = """
-[run]
-seed = 5
-n_iterations = 12
-checkpoint_every = 3
-sample_every = 2
-[data]
-name = "none"
-[architecture]
-name = "gaussian_mixture"
-means = [[-2.0, 0.0], [2.0, 0.5]]
-widths = [0.5, 0.8]
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 5
-step_size = 0.3
-[ladder]
-n_trajectories = 2
-"""
+ONE_RUNG = (TINY.replace("adapt_every = 5\n", "").split("[ladder]")[0]
+            + "[ladder]\nn_trajectories = 2\n")
 
 #: the last three energies and the last stored parameters of ONE_RUNG as the single-chain
 #: engine ran it before chains existed (commit d3e6ec0, whose run has no run.chains key)
