@@ -140,8 +140,8 @@ def bound_repeats(n_iterations: int) -> int:
 
 def run_costs(run_dir: str) -> dict:
     """A finished run's gradients per production iteration, its warm-up's gradients
-    (ladder rounds, the re-tunes along the chain after them, the corrected rounds; not the
-    initialisation, which both schemes share), and its trace."""
+    (ladder rounds, mass estimation, the re-tunes along the chain after them, the corrected
+    rounds; not the initialisation, which both schemes share), and its trace."""
     import tomllib
 
     from thermonet.analysis import summarise
@@ -158,8 +158,15 @@ def run_costs(run_dir: str) -> dict:
     rounds = s.get("ladder_rounds") or []
     retune = s.get("step_size_retune") or []
     warm_iterations = sum(r["iterations"] for r in rounds) + sum(r["iterations"] for r in retune)
-    tune = len(rounds) * int(cfg["sampler"].get("warmup_transitions", 0)) * finite * length
-    return {"dir": run_dir, "scheme": cfg["ladder"]["swap_scheme"], "slots": temps.size,
+    # per-rung masses: their estimation iterations and the dt re-tune after them
+    masses = int(cfg["ladder"].get("adapt_masses", 0)) if s.get("per_rung_masses") else 0
+    warm_iterations += masses
+    tune = (len(rounds) + (masses > 0)) \
+        * int(cfg["sampler"].get("warmup_transitions", 0)) * finite * length
+    label = f"{cfg['ladder']['swap_scheme']}, {cfg['ladder']['n_trajectories']} traj" \
+        + (", masses" if masses else "")
+    return {"dir": run_dir, "scheme": cfg["ladder"]["swap_scheme"], "label": label,
+            "slots": temps.size,
             "per_iteration": per_iteration,
             "warmup": warm_iterations * per_iteration + tune,
             "barrier": rounds[-1]["barrier"] if rounds else float("nan"),
@@ -178,7 +185,7 @@ def compare_runs(nrpt_dir: str, paper_dir: str) -> int:
     print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
           f"numba {v['numba']}")
     print(f"budget  : {budget:.4g} gradients per scheme (warm-up charged; initialisation not)")
-    print(f"{'scheme':13s} {'slots':>5s} {'grad/it':>7s} {'warm-up':>9s} {'iters':>6s} "
+    print(f"{'scheme':22s} {'slots':>5s} {'grad/it':>7s} {'warm-up':>9s} {'iters':>6s} "
           f"{'trips':>5s} {'restarts':>8s} {'trips/1e6':>9s} {'ELE trips':>10s} "
           f"{'ELE/1e6':>8s} {'Lambda':>6s}")
     rates, trips_of = [], []
@@ -198,25 +205,26 @@ def compare_runs(nrpt_dir: str, paper_dir: str) -> int:
         trips = int(p.round_trips.sum())
         trips_of.append(trips)
         rates.append((trips / budget * 1e6, ele.round_trips / budget * 1e6))
-        print(f"{r['scheme']:13s} {r['slots']:5d} {r['per_iteration']:7d} {r['warmup']:9.3g} "
+        print(f"{r['label']:22s} {r['slots']:5d} {r['per_iteration']:7d} {r['warmup']:9.3g} "
               f"{n:6d} {trips:5d} {int(p.restarts.sum()):8d} {rates[-1][0]:9.3f} "
               f"{label + format(ele.round_trips, '.1f'):>10s} {rates[-1][1]:8.3f} "
               f"{r['barrier']:6.3g}")
-    (nrpt, _), (paper, paper_bound) = rates
     low, high = rate_ratio_interval(trips_of[0], trips_of[1])
-    print(f"nrpt / paper, measured: {nrpt / paper:.1f}x" if paper else
-          f"nrpt / paper, measured: the paper scheme made no round trip (nrpt {nrpt:.3f} "
-          f"per 1e6 gradients)")
+    (first, _), (second, second_ele) = rates
+    names = f"{runs[0]['label']} / {runs[1]['label']}"
+    print(f"{names}, measured: {first / second:.1f}x" if second else
+          f"{names}, measured: the second made no round trip (the first {first:.3f} per "
+          f"1e6 gradients)")
     print(f"  95 % interval of the ratio (Poisson counts, equal budgets): {low:.1f}-"
           + (f"{high:.1f}x" if np.isfinite(high) else "inf"))
-    print(f"nrpt measured / paper's ELE upper bound: {nrpt / paper_bound:.1f}x" if paper_bound
-          else "paper's ELE upper bound: 0 round trips in this budget")
+    print(f"first measured / the second's ELE: {first / second_ele:.1f}x" if second_ele
+          else "the second's ELE: 0 round trips in this budget")
     return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", nargs=2, metavar=("NRPT_DIR", "PAPER_DIR"),
+    ap.add_argument("--runs", nargs=2, metavar=("FIRST_DIR", "SECOND_DIR"),
                     help="compare two finished run directories at an equal gradient budget")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", type=float, default=None, help="gradients per scheme")
