@@ -1,17 +1,57 @@
-"""What many tests share: the tiny run's config (tests/configs/tiny.toml), the CLI through
-Click's runner, a run directory's contents for bitwise comparison, and the one-line error
-check."""
+"""What many tests share: the run configs of tests/configs (the tiny run's text, and
+:func:`variant` for the others), the CLI through Click's runner, a run directory's contents for
+bitwise comparison, and the one-line error check."""
 
 from __future__ import annotations
 
+import re
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from click.testing import CliRunner, Result
 
-#: the tiny run's TOML text; variants are made from it with ``str.replace``
-TINY = (Path(__file__).resolve().parent / "configs" / "tiny.toml").read_text()
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+#: the tiny run's TOML text; variants are made from it with ``str.replace`` or :func:`variant`
+TINY = (CONFIGS / "tiny.toml").read_text()
+
+#: cheap TI settings for the exact Gaussian models (a ``[ti]`` table)
+TI_FAST = (CONFIGS / "ti_fast.toml").read_text()
+
+#: two data-free evidence models, A (3 unit wells) then B (5 wells of stiffness 4), whose box
+#: integrals are exact; ``GAUSSIAN_MODELS.split("[model.B]")[0]`` is A alone
+GAUSSIAN_MODELS = (CONFIGS / "gaussian_models.toml").read_text()
+
+_HEADER = re.compile(r"\[[\w.-]+\]")
+
+
+def variant(name: str, *, replace: Mapping[str, str] | None = None, **sections: str) -> str:
+    """The TOML text of tests/configs/NAME.toml, edited: each ``replace`` key, a piece of the
+    file's text that must occur exactly once, becomes its value; then each keyword's lines are
+    added to that section (``run="seed = 4"`` puts ``seed = 4`` under ``[run]``), which is
+    opened at the end when the file has none. A key the file sets already can change only
+    through ``replace`` (TOML refuses a key set twice)."""
+    text = (CONFIGS / f"{name}.toml").read_text()
+    for old, new in (replace or {}).items():
+        if text.count(old) != 1:
+            raise ValueError(f"{old!r} occurs {text.count(old)} times in {name}.toml; "
+                             "expected once: replace a piece of text that is there once")
+        text = text.replace(old, new)
+    lines = text.splitlines()
+    for section, extra in sections.items():
+        add = textwrap.dedent(extra).strip().splitlines()
+        header = f"[{section}]"
+        if header not in lines:
+            lines += [header, *add]
+            continue
+        at = lines.index(header) + 1
+        while at < len(lines) and not _HEADER.fullmatch(lines[at].strip()):
+            at += 1
+        lines[at:at] = add
+    return "\n".join(lines) + "\n"
 
 
 def invoke(*args: Any) -> Result:

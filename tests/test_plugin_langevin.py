@@ -19,6 +19,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.runs import variant
 from thermonet import registry
 from thermonet.api import Sampler
 from thermonet.priors import BoxPrior
@@ -115,34 +116,13 @@ def test_inside_replica_exchange_on_a_gaussian(spec):
             assert abs(m - 1.5 * t) < Z * err, (k, t, m, err)
 
 
-RUN_CONFIG = """
-[run]
-seed = 5
-n_iterations = 12
-checkpoint_every = 3
-sample_every = 2
-adapt_every = 5
-[data]
-name = "none"
-[architecture]
-name = "gaussian_mixture"
-means = [[-2.0, 0.0], [2.0, 0.5]]
-widths = [0.5, 0.8]
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [20]
-[sampler]
-name = "thermonet_langevin.sd"
-step_size = 0.2
-persistence = 0.95
-wall = "reflect"
-[ladder]
-n_temperatures = 4
-t_min = 0.5
-t_max = 8.0
-n_trajectories = 10
-"""
+#: the tiny run with the plugin's sampler, a longer burn-in and 10 trajectories per iteration
+RUN_CONFIG = variant("tiny", replace={
+    "burn_in = [3]": "burn_in = [20]",
+    'name = "hmc"\nn_leapfrog = 5\nstep_size = 0.3':
+        'name = "thermonet_langevin.sd"\nstep_size = 0.2\npersistence = 0.95\nwall = "reflect"',
+    "n_trajectories = 2": "n_trajectories = 10",
+})
 
 
 def test_run_with_the_plugin_resumes_bit_for_bit(spec, tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import variant
 from thermonet.analysis import analyse, read_analysis, round_trips_per_replica
 from thermonet.analysis.compare import compare_runs
 from thermonet.analysis.mixing import (
@@ -245,9 +246,7 @@ def test_a_rung_that_never_accepts_is_loud_in_analyse_and_info(tmp_path):
 
 # --- compare and export on real tiny runs ------------------------------------------------------
 
-GAUSS = ('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
-         '[init]\nminimise = false\nburn_in = [1]\n[sampler]\nname = "hmc"\nn_leapfrog = 3\n'
-         '[ladder]\nn_temperatures = 3\nt_min = 0.5\nt_max = 4.0\n[run]\nn_iterations = 120\n')
+GAUSS = variant("gaussian_2d", run="n_iterations = 120")
 
 
 @pytest.fixture(scope="module")
@@ -474,26 +473,12 @@ def test_compare_reports_the_hyperparameters_widths(tmp_path):
     from thermonet.runner import Run, detach_log
 
     toml = tmp_path / "arm.toml"
-    toml.write_text("""
-[run]
-seed = 1
-n_iterations = 30
-sample_every = 10
-discard = 0.2
-[data]
-name = "robot-arm"
-[architecture]
-name = "mlp-regression"
-hidden = [3]
-[init]
-minimise = false
-burn_in = [2]
-[sampler]
-name = "hmc-gibbs"
-n_leapfrog = 10
-step_size = 0.002
-adapt_method = "fixed"
-""")
+    toml.write_text(variant("arm", run="""
+        seed = 1
+        n_iterations = 30
+        sample_every = 10
+        discard = 0.2
+    """))
     for seed in (1, 2):
         Run.create(cfgmod.load(toml, {"run.seed": seed}), tmp_path / f"s{seed}").run()
         detach_log()

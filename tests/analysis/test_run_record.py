@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import variant
 from thermonet.analysis.mixing import assess
 from thermonet.cli import main
 from thermonet.config import RUN_KEYS, parse_toml
@@ -19,10 +20,8 @@ from thermonet.io.trace import read_trace
 
 az = pytest.importorskip("arviz")
 
-GAUSS = ('[data]\nname = "none"\n[architecture]\nname = "gaussian"\n'
-         '[init]\nminimise = false\nburn_in = [1]\n[sampler]\nname = "hmc"\nn_leapfrog = 3\n'
-         '[ladder]\nn_temperatures = 3\nt_min = 0.5\nt_max = 4.0\nprior_rung = true\n'
-         '[run]\nn_iterations = 50\nsample_every = 5\ndiscard = 0.3\n')
+GAUSS = variant("gaussian_2d", ladder="prior_rung = true",
+                run="n_iterations = 50\nsample_every = 5\ndiscard = 0.3")
 
 
 @pytest.fixture(scope="module")

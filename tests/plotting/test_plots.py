@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import variant
 from thermonet import config as cfgmod
 from thermonet import plotting
 from thermonet.cli import main
@@ -20,36 +21,18 @@ from thermonet.errors import PlotError
 from thermonet.io import checkpoint as ckpt
 from thermonet.io import trace as iotrace
 
-RUN = """
-[run]
-seed = {seed}
-n_iterations = 20
-checkpoint_every = 10
-sample_every = 4
-adapt_every = 0
-discard = 0.2
-[data]
-name = "{data}"
-test = "official"
-[architecture]
-name = "M3"
-[init]
-burn_in = [2]
-[minimiser]
-name = "rmin"
-max_steps = 50
-[sampler]
-name = "hmc"
-n_leapfrog = 5
-step_size = 0.005
-[ladder]
-n_temperatures = 4
-t_min = 0.3
-t_max = 3.0
-n_trajectories = 1
-"""
-
 K = 4  # temperatures of the runs
+
+
+def _config(seed: int, data: str) -> str:
+    return variant("m3", run=f"""
+        seed = {seed}
+        n_iterations = 20
+        checkpoint_every = 10
+        sample_every = 4
+        adapt_every = 0
+        discard = 0.2
+    """, data=f'name = "{data}"', ladder=f"n_temperatures = {K}")
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +45,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for seed, data in ((3, "D50"), (4, "D500")):
         cfg_path = root / f"{data}.toml"
-        cfg_path.write_text(RUN.format(seed=seed, data=data))
+        cfg_path.write_text(_config(seed, data))
         run_dir = root / f"run_{data}"
         try:
             Run.create(cfgmod.load(cfg_path), run_dir).run(quiet=True)
@@ -545,31 +528,12 @@ def test_cli_baseline_only_for_energy(runs, tmp_path):
     assert "--baseline applies to --kind energy only" in err
 
 
-SINGLE = """
-[run]
-seed = 5
-n_iterations = 30
-checkpoint_every = 10
-sample_every = 2
-chains = 1
-[data]
-name = "none"
-[architecture]
-name = "gaussian_mixture"
-means = [[-2.0, 0.0], [2.0, 0.5]]
-widths = [0.5, 0.8]
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 5
-step_size = 0.3
-[ladder]
-temperatures = [1.0]
-n_trajectories = 2
-"""
+#: the tiny run on one rung at T = 1, one chain, 30 iterations
+SINGLE = variant("tiny", replace={
+    "n_iterations = 12\ncheckpoint_every = 3": "n_iterations = 30\ncheckpoint_every = 10",
+    "adapt_every = 5\n": "",                  # adapting in warm-up only, the default
+    "n_temperatures = 4\nt_min = 0.5\nt_max = 8.0": "temperatures = [1.0]",
+}, run="chains = 1")
 
 
 @pytest.fixture(scope="session")

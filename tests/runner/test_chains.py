@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.runs import TINY, assert_same, invoke, one_error_line, tree
+from tests.runs import TINY, assert_same, invoke, one_error_line, tree, variant
 from thermonet import config as cfgmod
 from thermonet.analysis.mixing import assess_chains, between_chains, standing_out
 from thermonet.errors import ConfigError
@@ -285,27 +285,13 @@ step_size = 0.5
 
 # --- what reads a run of several chains ----------------------------------------------------------
 
-ARM = """
-[run]
-seed = 1
-n_iterations = 12
-sample_every = 3
-discard = 0.25
-chains = 2
-[data]
-name = "robot-arm"
-[architecture]
-name = "mlp-regression"
-hidden = [3]
-[init]
-minimise = false
-burn_in = [2]
-[sampler]
-name = "hmc-gibbs"
-n_leapfrog = 10
-step_size = 0.002
-adapt_method = "fixed"
-"""
+ARM = variant("arm", run="""
+    seed = 1
+    n_iterations = 12
+    sample_every = 3
+    discard = 0.25
+    chains = 2
+""")
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from tests.runs import variant
 from thermonet.runner.compile_notice import compile_notice
 
 
@@ -57,22 +58,5 @@ def test_warming_the_kernels_changes_no_result(tmp_path, monkeypatch):
         assert np.array_equal(a.slots[name], b.slots[name]), name
 
 
-RUN = """
-[run]
-seed = 3
-n_iterations = 5
-[data]
-name = "none"
-[architecture]
-name = "gaussian"
-n = 3
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 4
-[ladder]
-temperatures = [0.5, 1.0, 2.0]
-"""
+RUN = variant("gaussian_3d", run="seed = 3\nn_iterations = 5", sampler="n_leapfrog = 4",
+              ladder="temperatures = [0.5, 1.0, 2.0]")

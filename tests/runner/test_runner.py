@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.runs import TINY, assert_same, invoke, tree
+from tests.runs import TINY, assert_same, invoke, tree, variant
 from thermonet import config as cfgmod
 from thermonet.analysis import round_trips
 from thermonet.errors import CheckpointError, CheckpointMismatchError, ConfigError, ThermonetError
@@ -36,32 +36,12 @@ n_leapfrog = 5
 step_size = 0.3
 """
 
-M3_D50 = """
-[run]
-seed = 2
-n_iterations = 6
-checkpoint_every = 2
-sample_every = 3
-[data]
-name = "D50"
-test = "official"
-[architecture]
-name = "M3"
-[init]
-burn_in = [2]
-[minimiser]
-name = "rmin"
-max_steps = 50
-[sampler]
-name = "hmc"
-n_leapfrog = 5
-step_size = 0.005
-[ladder]
-n_temperatures = 3
-t_min = 0.3
-t_max = 3.0
-n_trajectories = 1
-"""
+M3_D50 = variant("m3", run="""
+    seed = 2
+    n_iterations = 6
+    checkpoint_every = 2
+    sample_every = 3
+""", data='name = "D50"', ladder="n_temperatures = 3")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.runs import run_copying_warmup_checkpoints
+from tests.runs import run_copying_warmup_checkpoints, variant
 from thermonet import config as cfgmod
 from thermonet import interrupt
 from thermonet.cli import main
@@ -26,35 +26,24 @@ from thermonet.tempering import ReplicaExchange
 # two ladder rounds (4 + 8 iterations) and 6 iterations of mass estimation, each followed by a
 # step-size warm-up of 12 transitions per rung along the chain, then 6 iterations measuring the
 # acceptance for the step-size correction; checkpoints every 3 iterations
-RUN = """
-[run]
-seed = 11
-n_iterations = 9
-checkpoint_every = 3
-[data]
-name = "none"
-[architecture]
-name = "gaussian"
-n = 3
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 4
-adapt_method = "chain"
-warmup_transitions = 12
-[ladder]
-temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
-prior_rung = true
-swap_scheme = "deo"
-adapt_rounds = 2
-adapt_round_length = 4
-adapt_masses = 6
-retune_iterations = 6
-anchors = [1.0]
-"""
+RUN = variant("gaussian_3d", run="""
+    seed = 11
+    n_iterations = 9
+    checkpoint_every = 3
+""", sampler="""
+    n_leapfrog = 4
+    adapt_method = "chain"
+    warmup_transitions = 12
+""", ladder="""
+    temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
+    prior_rung = true
+    swap_scheme = "deo"
+    adapt_rounds = 2
+    adapt_round_length = 4
+    adapt_masses = 6
+    retune_iterations = 6
+    anchors = [1.0]
+""")
 
 
 @pytest.fixture

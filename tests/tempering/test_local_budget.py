@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.runs import run_copying_warmup_checkpoints
+from tests.runs import run_copying_warmup_checkpoints, variant
 from thermonet import config as cfgmod
 from thermonet.analysis import summarise
 from thermonet.analysis.local_exploration import lag1_autocorrelation, lag1_pairs
@@ -186,32 +186,19 @@ def test_the_adaptive_budget_keeps_a_gaussian_ladder_with_a_prior_rung_exact():
 
 # --- a run ----------------------------------------------------------------------------------
 
-RUN = """
-[run]
-seed = 4
-n_iterations = 10
-checkpoint_every = 3
-[data]
-name = "none"
-[architecture]
-name = "gaussian"
-n = 3
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 1
-[ladder]
-temperatures = [0.2, 0.5, 1.0, 2.0, 6.0]
-prior_rung = true
-swap_scheme = "deo"
-n_trajectories = 2
-local_budget = "adaptive"
-local_budget_iterations = 7
-local_budget_bounds = [1, 5]
-"""
+RUN = variant("gaussian_3d", run="""
+    seed = 4
+    n_iterations = 10
+    checkpoint_every = 3
+""", sampler="n_leapfrog = 1", ladder="""
+    temperatures = [0.2, 0.5, 1.0, 2.0, 6.0]
+    prior_rung = true
+    swap_scheme = "deo"
+    n_trajectories = 2
+    local_budget = "adaptive"
+    local_budget_iterations = 7
+    local_budget_bounds = [1, 5]
+""")
 
 
 def _state(run_dir):

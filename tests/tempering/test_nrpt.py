@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.runs import variant
 from thermonet import config as cfgmod
 from thermonet.errors import ConfigError
 from thermonet.priors import BoxPrior
@@ -173,40 +174,24 @@ def test_ladder_adaptation_equalises_rejection_and_recovers_the_barrier():
 
 # --- in a run -----------------------------------------------------------------------------------
 
-RUN = """
-[run]
-seed = 8
-n_iterations = 30
-checkpoint_every = 10
-[data]
-name = "none"
-[architecture]
-name = "gaussian"
-n = 3
-prior_scale = 12.0
-[init]
-minimise = false
-burn_in = [3]
-[sampler]
-name = "hmc"
-n_leapfrog = 4
-[ladder]
-n_temperatures = 5
-t_min = 0.1
-t_max = 4.0
-prior_rung = true
-swap_scheme = "deo"
-adapt_rounds = 3
-adapt_round_length = 4
-anchors = [1.0]
-temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
-"""
+RUN = variant("gaussian_3d", run="""
+    seed = 8
+    n_iterations = 30
+    checkpoint_every = 10
+""", sampler="n_leapfrog = 4", ladder="""
+    prior_rung = true
+    swap_scheme = "deo"
+    adapt_rounds = 3
+    adapt_round_length = 4
+    anchors = [1.0]
+    temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
+""")
 
 
 @pytest.fixture
 def nrpt_cfg(tmp_path):
     path = tmp_path / "nrpt.toml"
-    path.write_text(RUN.replace("n_temperatures = 5\nt_min = 0.1\nt_max = 4.0\n", ""))
+    path.write_text(RUN)
     return path
 
 
@@ -353,8 +338,7 @@ def test_a_rung_that_stops_accepting_is_flagged_in_the_progress(tmp_path):
     dt ~ 1e-3): every trajectory is rejected, and the progress record names the rungs (never
     the prior rung, which always accepts)."""
     cfg = tmp_path / "f.toml"
-    cfg.write_text(RUN.replace("n_temperatures = 5\nt_min = 0.1\nt_max = 4.0\n", "")
-                   .replace("adapt_rounds = 3", "adapt_rounds = 0")
+    cfg.write_text(RUN.replace("adapt_rounds = 3", "adapt_rounds = 0")
                    .replace("burn_in = [3]", "burn_in = []")
                    .replace("prior_scale = 12.0", "prior_scale = 12.0\nstiffness = 1e6")
                    .replace("n_leapfrog = 4", "n_leapfrog = 4\nstep_size = 5.0\n"
