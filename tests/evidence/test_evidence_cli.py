@@ -16,37 +16,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import GAUSSIAN_MODELS, TI_FAST
 from thermonet.cli import main
 from thermonet.errors import ConfigError
 from thermonet.evidence import config as evcfg
 from thermonet.evidence import run as evrun
 
 SAMPLE_RUNS = Path(__file__).resolve().parents[2] / "sample_runs"
-
-#: cheap TI settings for the exact Gaussian models
-TI_FAST = """
-[ti]
-n_bridges = 10
-n_burn_in = 20
-n_samples = 50
-n_leapfrog = 10
-kfit_burn_in = 50
-kfit_samples = 100
-initial_burn_in = 30
-"""
-
-#: model A: 3 unit wells; model B: 5 wells of stiffness 4; the box is |w_i| < 5
-MODELS = """
-[model.A]
-architecture = "gaussian"
-n = 3
-stiffness = 1.0
-
-[model.B]
-architecture = "gaussian"
-n = 5
-stiffness = 4.0
-"""
 
 
 def exact_log_integral(n: int, k: float, half_width: float = 5.0) -> float:
@@ -84,7 +60,7 @@ def _resolve(text: str):
 
 
 def test_config_defaults_and_ti_settings_are_filled():
-    cfg = _resolve("[data]\nname = 'none'\n" + MODELS)
+    cfg = _resolve("[data]\nname = 'none'\n" + GAUSSIAN_MODELS)
     ev = cfg["evidence"]
     assert (ev["repeats"], ev["n_minima"], ev["workers"], ev["tolerance"]) == (1, 1, 1, 3.0)
     assert ev["convergence"] is True and cfg["ti"]["method"] == "converged"
@@ -110,7 +86,7 @@ def test_config_defaults_and_ti_settings_are_filled():
     ("[laplace]\nn_probe = 2\n", "did you mean 'n_probes'"),
 ])
 def test_config_errors_are_one_line_with_the_fix(text, expected):
-    body = "[data]\nname = 'none'\n" + text + ("" if "[model." in text else MODELS)
+    body = "[data]\nname = 'none'\n" + text + ("" if "[model." in text else GAUSSIAN_MODELS)
     with pytest.raises(ConfigError) as exc:
         _resolve(body)
     msg = str(exc.value)
@@ -120,7 +96,7 @@ def test_config_errors_are_one_line_with_the_fix(text, expected):
 
 def test_ti_typo_lists_only_keys_that_ti_accepts():
     with pytest.raises(ConfigError) as exc:
-        _resolve("[data]\nname = 'none'\n[ti]\nn_bridge = 5\n" + MODELS)
+        _resolve("[data]\nname = 'none'\n[ti]\nn_bridge = 5\n" + GAUSSIAN_MODELS)
     valid = str(exc.value).split("Valid keys: ")[1].split(", ")
     assert "n_bridges" in valid and "temperature" not in valid
 
@@ -138,7 +114,7 @@ def test_config_without_models_and_params_shortfall(tmp_path):
 
 
 def test_command_reports_config_errors_in_one_line(tmp_path):
-    cfg = write(tmp_path, "[data]\nname = 'none'\n[evidence]\nrepaets = 2\n" + MODELS)
+    cfg = write(tmp_path, "[data]\nname = 'none'\n[evidence]\nrepaets = 2\n" + GAUSSIAN_MODELS)
     res = invoke(cfg, "--out", tmp_path / "o")
     assert res.exit_code == 1
     assert "did you mean 'repeats'" in res.output and res.output.count("\n") == 1
@@ -180,7 +156,7 @@ def test_sample_configs_parse_and_the_full_one_has_the_papers_settings():
 def exact_run(tmp_path_factory):
     """A and B with the convergence report, one TI each; the command's output and summary."""
     tmp = tmp_path_factory.mktemp("ev")
-    cfg = write(tmp, "[evidence]\nseed = 1\n[data]\nname = 'none'\n" + TI_FAST + MODELS)
+    cfg = write(tmp, "[evidence]\nseed = 1\n[data]\nname = 'none'\n" + TI_FAST + GAUSSIAN_MODELS)
     res = invoke(cfg, "--out", tmp / "out")
     return cfg, tmp / "out", res
 
@@ -272,7 +248,7 @@ def test_a_directory_with_another_config_is_refused(exact_run, tmp_path):
 
 def test_resume_after_interruption_gives_the_same_numbers(tmp_path, monkeypatch):
     body = "[evidence]\nseed = 5\nlaplace = false\nrepeats = 2\n[data]\nname = 'none'\n" \
-        + TI_FAST + MODELS.split("[model.B]")[0]
+        + TI_FAST + GAUSSIAN_MODELS.split("[model.B]")[0]
     cfg = write(tmp_path, body)
     whole = invoke(cfg, "--out", tmp_path / "whole")
     assert whole.exit_code == 0, whole.output
@@ -321,7 +297,7 @@ def test_resume_after_interruption_gives_the_same_numbers(tmp_path, monkeypatch)
 
 def test_workers_do_not_change_the_result(tmp_path):
     body = "[evidence]\nseed = 2\nlaplace = false\nrepeats = 3\nn_minima = 2\n" \
-        "[data]\nname = 'none'\n" + TI_FAST + MODELS.split("[model.B]")[0]
+        "[data]\nname = 'none'\n" + TI_FAST + GAUSSIAN_MODELS.split("[model.B]")[0]
     cfg = write(tmp_path, body)
     one = invoke(cfg, "--out", tmp_path / "w1", "--no-convergence", "--workers", "1")
     two = invoke(cfg, "--out", tmp_path / "w2", "--no-convergence", "--workers", "2")
@@ -343,7 +319,7 @@ def test_workers_do_not_change_the_result(tmp_path):
 
 def test_more_repeats_extend_a_directory(tmp_path):
     body = "[evidence]\nseed = 2\nlaplace = false\n[data]\nname = 'none'\n" + TI_FAST \
-        + MODELS.split("[model.B]")[0]
+        + GAUSSIAN_MODELS.split("[model.B]")[0]
     cfg = write(tmp_path, body)
     first = invoke(cfg, "--out", tmp_path / "o", "--no-convergence")
     assert first.exit_code == 0, first.output
@@ -360,7 +336,7 @@ def test_the_report_at_the_first_minima_only(tmp_path):
     when every minimum is checked), the other minima run only their repeats and are marked
     unchecked, and the report says so; raising it later extends the directory."""
     body = ("[evidence]\nseed = 1\nlaplace = false\nn_minima = 3\n[data]\nname = 'none'\n"
-            + TI_FAST + MODELS.split("[model.B]")[0])
+            + TI_FAST + GAUSSIAN_MODELS.split("[model.B]")[0])
     cfg = write(tmp_path, body)
     part = invoke(cfg, "--out", tmp_path / "part", "--set", "evidence.convergence_minima=1")
     assert part.exit_code == 0, part.output
@@ -470,7 +446,7 @@ def test_docs_name_every_config_key():
 
 def test_the_papers_recipe_is_reachable_from_the_config(tmp_path):
     body = ("[evidence]\nlaplace = false\n[data]\nname = 'none'\n" + TI_FAST
-            + MODELS.split("[model.B]")[0])
+            + GAUSSIAN_MODELS.split("[model.B]")[0])
     res = invoke(write(tmp_path, body), "--out", tmp_path / "o", "--no-convergence",
                  "--set", "ti.method=paper")
     assert res.exit_code == 0, res.output
@@ -508,7 +484,7 @@ class _OneThreadAtATime:
 
 def test_stored_minima_are_checked_on_per_thread_copies(tmp_path, monkeypatch):
     body = ("[evidence]\nn_minima = 2\nworkers = 2\nlaplace = false\n[data]\nname = 'none'\n"
-            + TI_FAST + MODELS.split("[model.B]")[0])
+            + TI_FAST + GAUSSIAN_MODELS.split("[model.B]")[0])
     cfg_path = write(tmp_path, body)
     first = invoke(cfg_path, "--out", tmp_path / "o", "--no-convergence")
     assert first.exit_code == 0, first.output
@@ -550,7 +526,7 @@ def test_rerun_with_workers_on_a_network(tmp_path):
 def test_temperature_reaches_ti_and_laplace(tmp_path):
     """At T = 2 the box integral of exp(-E/T) of a Gaussian well is exact in closed form."""
     body = ("[evidence]\nseed = 4\ntemperature = 2.0\n[data]\nname = 'none'\n" + TI_FAST
-            + MODELS.split("[model.B]")[0])
+            + GAUSSIAN_MODELS.split("[model.B]")[0])
     res = invoke(write(tmp_path, body), "--out", tmp_path / "o", "--no-convergence")
     assert res.exit_code == 0, res.output
     (row,) = json.loads((tmp_path / "o" / "summary.json").read_text())["rows"]

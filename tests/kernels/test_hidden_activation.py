@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.kernels.compiled_names import RECORD_COMPILED
 from thermonet.kernels import mlp as k
 
 
@@ -52,20 +53,8 @@ def test_typed_code_gives_the_run_time_codes_numbers_bitwise(output, hidden_tanh
     np.testing.assert_array_equal(z1, z0)
 
 
-_COMPILED = textwrap.dedent("""
+_COMPILED = RECORD_COMPILED + textwrap.dedent("""
     import sys
-    import numba.core.event as ev
-    from thermonet.kernels.matmul import blas  # noqa: F401
-    compiled = []
-
-    class Names(ev.Listener):
-        def on_start(self, event):
-            pass
-
-        def on_end(self, event):
-            compiled.append(event.data["dispatcher"].py_func.__name__)
-
-    ev.register("numba:compile", Names())
     import numpy as np
     from thermonet.architectures.mlp import MLP
     from thermonet.kernels import leapfrog as lf

@@ -17,6 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.kernels.compiled_names import RECORD_COMPILED
 from thermonet.api import Potential
 from thermonet.architectures.mlp import MLP
 from thermonet.architectures.regression import RegressionMLP
@@ -133,19 +134,7 @@ def test_a_cold_reflecting_run_compiles_only_what_it_uses(tmp_path):
     ``_mlp_gradient`` as a kernel of its own (it is inlined into the trajectory), nor the
     network helpers ``n_params``, ``fan_in`` and ``work_size`` (plain Python). About 8 CPU s:
     a cold compile."""
-    code = textwrap.dedent("""
-        import numba.core.event as ev
-        from thermonet.kernels.matmul import blas  # noqa: F401
-        compiled = []
-
-        class Names(ev.Listener):
-            def on_start(self, event):
-                pass
-
-            def on_end(self, event):
-                compiled.append(event.data["dispatcher"].py_func.__name__)
-
-        ev.register("numba:compile", Names())
+    code = RECORD_COMPILED + textwrap.dedent("""
         import numpy as np
         from thermonet.architectures.mlp import MLP
         from thermonet.evidence.ti.integration import BridgePotential, Reference
@@ -205,19 +194,7 @@ def test_by_wall_compiles_only_each_modes_branches_and_caches_them(tmp_path):
 
         MOVE = lf.by_wall(_make)
     """))
-    code = textwrap.dedent("""
-        import numba.core.event as ev
-        from thermonet.kernels.matmul import blas  # noqa: F401
-        compiled = []
-
-        class Names(ev.Listener):
-            def on_start(self, event):
-                pass
-
-            def on_end(self, event):
-                compiled.append(event.data["dispatcher"].py_func.__name__)
-
-        ev.register("numba:compile", Names())
+    code = RECORD_COMPILED + textwrap.dedent("""
         from thermonet.kernels import leapfrog as lf
         from wpkg import walls
         for wall, x in ((1, 2.0), (0, 2.0), (5, 0.5)):

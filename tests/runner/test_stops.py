@@ -18,7 +18,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.evidence.test_evidence_cli import MODELS, TI_FAST
+from tests.runs import GAUSSIAN_MODELS, TI_FAST
 from thermonet.cli import main
 
 ANNEAL = """
@@ -44,7 +44,7 @@ adapt_trajectories = 3
 """
 
 EVIDENCE = ("[evidence]\nseed = 5\nlaplace = false\nrepeats = 2\n[data]\nname = 'none'\n"
-            + TI_FAST + MODELS.split("[model.B]")[0])
+            + TI_FAST + GAUSSIAN_MODELS.split("[model.B]")[0])
 
 
 def _stopped(args: list[str], ready, sig: int, timeout: float = 240.0) -> tuple[int, str]:
