@@ -130,7 +130,8 @@ def test_three_levels_need_ard_and_a_hierarchy():
 def test_runs_resume_bit_for_bit(tmp_path, extra):
     """A run with the top level (or the scale factors, or both) in its state resumes bit for
     bit, and the top level moved (its slice update ran)."""
-    from tests.runner.test_regression_runner import ARM, _assert_same, _tree
+    from tests.runner.test_regression_runner import ARM
+    from tests.runs import assert_same, tree
     from thermonet import config as cfgmod
     from thermonet.io import checkpoint as ckpt
     from thermonet.runner import Run, detach_log
@@ -143,7 +144,7 @@ def test_runs_resume_bit_for_bit(tmp_path, extra):
     detach_log()
     Run.open(half, n_iterations=8).run()
     detach_log()
-    _assert_same(_tree(straight), _tree(half))
+    assert_same(tree(straight), tree(half))
     hyper = ckpt.read_checkpoint(straight).slots["hyper"]
     if "architecture.parameterisation" in extra and "architecture.ard_levels" in extra:
         assert hyper.shape == (2, 2)                  # the noise and the top level

@@ -16,14 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from tests.runs import assert_same, tree
 from thermonet import config as cfgmod
 from thermonet import parallel
 from thermonet.errors import ConfigError
 from thermonet.io import checkpoint as ckpt
-from thermonet.io import trace as iotrace
 from thermonet.io.lock import DirLock, RunLockedError
 from thermonet.parallel import mpi
 from thermonet.runner import Run, detach_log
@@ -69,8 +68,8 @@ def _sets() -> list[str]:
     return out
 
 
-def _launch(mpiexec: str, n: int, args: list, *, script: list | None = None,
-            env: dict | None = None) -> subprocess.CompletedProcess:
+def launch(mpiexec: str, n: int, args: list, *, script: list | None = None,
+           env: dict | None = None) -> subprocess.CompletedProcess:
     """``mpiexec -n n python -m thermonet.cli ARGS`` (or a script), this worktree first."""
     environ = {**os.environ, **(env or {})}
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
@@ -92,26 +91,6 @@ def _launch(mpiexec: str, n: int, args: list, *, script: list | None = None,
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def _tree(run_dir: Path) -> dict:
-    ck = ckpt.read_checkpoint(run_dir)
-    return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
-            "slots": ck.slots, "trace": iotrace.read_trace(run_dir, samples=True)}
-
-
-def _assert_same(a: dict, b: dict) -> None:
-    """Checkpoint (iteration, every random stream, replica map, every state field) and every
-    trace dataset, bit for bit."""
-    assert a["iteration"] == b["iteration"]
-    assert a["rng"] == b["rng"]
-    assert np.array_equal(a["replica"], b["replica"])
-    assert a["slots"].keys() == b["slots"].keys()
-    for k in a["slots"]:
-        assert np.array_equal(a["slots"][k], b["slots"][k]), k
-    assert a["trace"].keys() == b["trace"].keys()
-    for k in a["trace"]:
-        assert np.array_equal(a["trace"][k], b["trace"][k]), k
-
-
 def _released(run_dir: Path) -> Path:
     """``run_dir`` once the aborted job's last process has let its lock go: mpiexec may
     return a moment before every killed rank is gone."""
@@ -126,7 +105,8 @@ def _released(run_dir: Path) -> Path:
             time.sleep(0.1)
 
 
-def _threads(out: Path, workers: int = 1, **overrides) -> Path:
+def run_on_threads(out: Path, workers: int = 1, **overrides) -> Path:
+    """The short re_small run (with ``overrides``) in this process on ``workers`` threads."""
     cfg = cfgmod.load(RE_SMALL, {**SHORT, "run.workers": workers, **overrides})
     Run.create(cfg, out).run(quiet=True)
     detach_log()
@@ -136,7 +116,7 @@ def _threads(out: Path, workers: int = 1, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory) -> dict:
     """The short run on one thread, uninterrupted."""
-    return _tree(_threads(tmp_path_factory.mktemp("threads") / "run"))
+    return tree(run_on_threads(tmp_path_factory.mktemp("threads") / "run"))
 
 
 # --- bit for bit ----------------------------------------------------------------------------
@@ -145,10 +125,10 @@ def straight(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("ranks,workers", [(2, 1), (3, 1), (2, 2)])
 def test_mpi_run_is_bit_identical_to_threads(mpiexec, straight, tmp_path, ranks, workers):
     out = tmp_path / "mpi"
-    res = _launch(mpiexec, ranks, ["-q", "run", RE_SMALL, "--out", out, *_sets(),
+    res = launch(mpiexec, ranks, ["-q", "run", RE_SMALL, "--out", out, *_sets(),
                                    "--set", f"run.workers={workers}"])
     assert res.returncode == 0, res.stderr
-    _assert_same(straight, _tree(out))
+    assert_same(straight, tree(out))
     # rank 0 wrote everything, once: one segment per checkpoint interval, no stray files
     assert sorted(p.name for p in (out / "trace").iterdir()) == [
         "it000000001-000000002.h5", "it000000003-000000004.h5", "it000000005-000000006.h5"]
@@ -165,18 +145,18 @@ NRPT = {"sampler.adapt_method": "chain", "sampler.warmup_transitions": 6,
 def test_mpi_warm_up_and_nrpt_are_bit_identical_to_threads(mpiexec, tmp_path):
     """Every part of the warm-up moves streams on the ranks that run the slots; all ranks must
     hold them (the checkpoint and the swaps after it depend on every one)."""
-    reference = _tree(_threads(tmp_path / "threads", **NRPT))
+    reference = tree(run_on_threads(tmp_path / "threads", **NRPT))
     out = tmp_path / "mpi"
     sets = [a for key, value in NRPT.items()
             for a in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
-    res = _launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", out, *_sets(), *sets])
+    res = launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", out, *_sets(), *sets])
     assert res.returncode == 0, res.stderr
-    _assert_same(reference, _tree(out))
+    assert_same(reference, tree(out))
     # killed while writing its 6th checkpoint: the one on disk is the warm-up's position just
     # after the first round's re-tune, written by rank 0 after transitions whose slots ran on
     # all 3 ranks; resumed on threads it must give the same run
     killed = tmp_path / "killed"
-    res = _launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", killed, *_sets(), *sets],
+    res = launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", killed, *_sets(), *sets],
                   env={"THERMONET_TEST_CRASH": "before-replace:checkpoint:6"})
     assert res.returncode != 0
     ck = ckpt.read_checkpoint(killed)
@@ -185,29 +165,29 @@ def test_mpi_warm_up_and_nrpt_are_bit_identical_to_threads(mpiexec, tmp_path):
         "stage": "ladder", "phase": "sample", "round": 1, "done": 0}
     Run.open(_released(killed), workers=1, executor="threads").run(quiet=True)
     detach_log()
-    _assert_same(reference, _tree(killed))
+    assert_same(reference, tree(killed))
 
 
 @pytest.mark.mpi
 def test_two_runs_on_threads_agree(tmp_path, straight):
     """The reference itself: 1 and 2 threads (the property MPI extends to ranks)."""
-    _assert_same(straight, _tree(_threads(tmp_path / "two", workers=2)))
+    assert_same(straight, tree(run_on_threads(tmp_path / "two", workers=2)))
 
 
 @pytest.mark.mpi
 def test_mpi_run_resumes_on_threads_and_back(mpiexec, straight, tmp_path):
     a = tmp_path / "a"          # 2 ranks to iteration 3 (off the checkpoint grid), then threads
-    res = _launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", a, *_sets(),
+    res = launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", a, *_sets(),
                                "--set", "run.n_iterations=3"])
     assert res.returncode == 0, res.stderr
     assert ckpt.read_checkpoint(a).iteration == 3
     Run.open(a, n_iterations=6, workers=2, executor="threads").run(quiet=True)
     detach_log()
-    _assert_same(straight, _tree(a))
-    b = _threads(tmp_path / "b", **{"run.n_iterations": 2})    # threads, then 3 ranks
-    res = _launch(mpiexec, 3, ["-q", "resume", b, "--iterations", 6])
+    assert_same(straight, tree(a))
+    b = run_on_threads(tmp_path / "b", **{"run.n_iterations": 2})    # threads, then 3 ranks
+    res = launch(mpiexec, 3, ["-q", "resume", b, "--iterations", 6])
     assert res.returncode == 0, res.stderr
-    _assert_same(straight, _tree(b))
+    assert_same(straight, tree(b))
 
 
 # --- failures ---------------------------------------------------------------------------------
@@ -215,19 +195,19 @@ def test_mpi_run_resumes_on_threads_and_back(mpiexec, straight, tmp_path):
 @pytest.mark.mpi
 def test_a_killed_rank_ends_the_job_and_the_run_resumes(mpiexec, straight, tmp_path):
     out = tmp_path / "killed"   # rank 0 dies (kill -9) while replacing its second checkpoint
-    res = _launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
+    res = launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
                   env={"THERMONET_TEST_CRASH": "before-replace:checkpoint:3"})
     assert res.returncode != 0
     assert ckpt.read_checkpoint(out).iteration == 2
-    res = _launch(mpiexec, 3, ["-q", "resume", _released(out)])
+    res = launch(mpiexec, 3, ["-q", "resume", _released(out)])
     assert res.returncode == 0, res.stderr
-    _assert_same(straight, _tree(out))
+    assert_same(straight, tree(out))
 
 
 @pytest.mark.mpi
 def test_an_error_on_one_rank_alone_aborts_the_job(mpiexec, straight, tmp_path):
     out = tmp_path / "abort"    # rank 1 raises at its 2nd commit, while rank 0 waits for it
-    res = _launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
+    res = launch(mpiexec, 2, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
                   script=[str(ROOT / "tests" / "mpi_fault.py"), "rank", 2])
     assert res.returncode != 0
     assert "Error on MPI rank 1 of 2" in res.stderr
@@ -236,7 +216,7 @@ def test_an_error_on_one_rank_alone_aborts_the_job(mpiexec, straight, tmp_path):
     assert ckpt.read_checkpoint(out).iteration == 2     # the first commit is kept
     Run.open(_released(out)).run(quiet=True)
     detach_log()
-    _assert_same(straight, _tree(out))
+    assert_same(straight, tree(out))
 
 
 @pytest.mark.mpi
@@ -244,7 +224,7 @@ def test_an_error_in_a_slot_ends_every_rank_with_one_report(mpiexec, straight, t
     # rank 1 holds slots 3-5: 2 burn-in transitions each, then 2 per iteration each, so its
     # 21st transition is in iteration 3, after the checkpoint of iteration 2
     out = tmp_path / "slot"
-    res = _launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
+    res = launch(mpiexec, 3, ["-q", "run", RE_SMALL, "--out", out, *_sets()],
                   script=[str(ROOT / "tests" / "mpi_fault.py"), "slot", 21])
     assert res.returncode == 1, res.stderr
     assert res.stderr.count("FloatingPointError: injected in a slot on rank 1") == 1
@@ -253,7 +233,7 @@ def test_an_error_in_a_slot_ends_every_rank_with_one_report(mpiexec, straight, t
     assert ckpt.read_checkpoint(out).iteration == 2
     Run.open(out, workers=2).run(quiet=True)
     detach_log()
-    _assert_same(straight, _tree(out))
+    assert_same(straight, tree(out))
 
 
 @pytest.mark.mpi

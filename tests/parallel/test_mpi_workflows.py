@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.parallel.test_mpi import ROOT, _launch, _threads, mpiexec  # noqa: F401  (the fixture)
+from tests.parallel.test_mpi import ROOT, launch, mpiexec, run_on_threads  # noqa: F401 (a fixture)
+from tests.runs import GAUSSIAN_MODELS, TI_FAST
 from thermonet.cli import main
 
 #: a few short minimisations of M1 on D50, evaluated on the official test set
@@ -24,29 +25,7 @@ BASELINE = ["baseline", "--arch", "M1", "--data", "D50", "--test", "official", "
 
 #: two exact Gaussian models, one minimum each, 2 repeats, the convergence report and Laplace:
 #: 2 minimisations, 2 references, 2 Laplace and 16 TI runs (blocks of 6, 6, 4 over 3 ranks)
-EVIDENCE = """
-[evidence]
-seed = 2
-repeats = 2
-[data]
-name = 'none'
-[ti]
-n_bridges = 10
-n_burn_in = 20
-n_samples = 50
-n_leapfrog = 10
-kfit_burn_in = 50
-kfit_samples = 100
-initial_burn_in = 30
-[model.A]
-architecture = "gaussian"
-n = 3
-stiffness = 1.0
-[model.B]
-architecture = "gaussian"
-n = 5
-stiffness = 4.0
-"""
+EVIDENCE = "[evidence]\nseed = 2\nrepeats = 2\n[data]\nname = 'none'\n" + TI_FAST + GAUSSIAN_MODELS
 
 
 def _untimed(obj):
@@ -73,7 +52,7 @@ def baseline_threads(tmp_path_factory):
 def test_baseline_under_mpi_is_bit_identical_to_threads(mpiexec, baseline_threads,  # noqa: F811
                                                         tmp_path, ranks):
     out = tmp_path / "kept.npy"
-    res = _launch(mpiexec, ranks, ["-q", *BASELINE, "--out", out])
+    res = launch(mpiexec, ranks, ["-q", *BASELINE, "--out", out])
     assert res.returncode == 0, res.stderr
     summary, kept = baseline_threads
     lines = res.stdout.splitlines()
@@ -111,7 +90,7 @@ def test_evidence_under_mpi_is_bit_identical_to_threads(mpiexec, evidence_thread
     config, status, printed = evidence_threads
     summary = json.loads(printed)
     out = tmp_path / "mpi"
-    res = _launch(mpiexec, ranks, ["-q", "evidence", config, "--out", out, "--json"])
+    res = launch(mpiexec, ranks, ["-q", "evidence", config, "--out", out, "--json"])
     assert res.returncode == status, res.stderr
     lines = res.stdout.splitlines()
     assert len(lines) == 1                        # rank 0 alone prints
@@ -135,7 +114,7 @@ def test_an_error_in_a_ti_task_on_one_rank_ends_every_rank_and_keeps_the_rest(
     summary = json.loads(printed)
     out = tmp_path / "fault"
     # rank 1 of 2 holds tasks 11-20 of the last phase (TI runs); its 3rd TI run raises
-    res = _launch(mpiexec, 2, ["-q", "evidence", config, "--out", out, "--json"],
+    res = launch(mpiexec, 2, ["-q", "evidence", config, "--out", out, "--json"],
                   script=[str(ROOT / "tests" / "mpi_fault.py"), "ti", 3])
     assert res.returncode == 1, res.stderr
     assert res.stderr.count("FloatingPointError: injected in TI on rank 1") == 1
@@ -155,11 +134,11 @@ def test_analyse_under_mpi_is_bit_identical_to_threads(mpiexec, tmp_path,  # noq
                                                        monkeypatch):
     # the official 10,000 test images rather than full MNIST's 60,000-image complement: seconds
     monkeypatch.delenv("THERMONET_MNIST_DIR", raising=False)
-    run = _threads(tmp_path / "run")      # 8 temperatures, 3 stored samples each after discard
+    run = run_on_threads(tmp_path / "run")      # 8 temperatures, 3 stored samples each after discard
     res = CliRunner().invoke(main, ["analyse", str(run), "--out", str(tmp_path / "threads"),
                                     "--workers", "2"])
     assert res.exit_code == 0, res.output
-    mpi = _launch(mpiexec, 2, ["analyse", run, "--out", tmp_path / "mpi"])
+    mpi = launch(mpiexec, 2, ["analyse", run, "--out", tmp_path / "mpi"])
     assert mpi.returncode == 0, mpi.stderr
     for name in (".csv", "_pairs.csv"):
         threads = (tmp_path / f"threads{name}").read_text()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.runs import assert_same, tree
 from thermonet import config as cfgmod
 from thermonet.cli import main
 from thermonet.errors import ThermonetError
@@ -59,23 +60,6 @@ def arm_cfg(tmp_path):
     return p
 
 
-def _tree(run_dir: Path) -> dict:
-    ck = ckpt.read_checkpoint(run_dir)
-    return {"iteration": ck.iteration, "rng": ck.rng_states, "replica": ck.replica_k,
-            "slots": ck.slots, "trace": iotrace.read_trace(run_dir, samples=True)}
-
-
-def _assert_same(a: dict, b: dict) -> None:
-    assert a["iteration"] == b["iteration"] and a["rng"] == b["rng"]
-    assert np.array_equal(a["replica"], b["replica"])
-    assert a["slots"].keys() == b["slots"].keys()
-    for k in a["slots"]:
-        assert np.array_equal(a["slots"][k], b["slots"][k]), k
-    assert a["trace"].keys() == b["trace"].keys()
-    for k in a["trace"]:
-        assert np.array_equal(a["trace"][k], b["trace"][k]), k
-
-
 @pytest.mark.parametrize("key,value,match", [
     ("architecture.hidden_activation", "relu", "hidden_activation = 'relu'"),
     ("architecture.noise_std", -1.0, "noise_std = -1.0"),
@@ -112,7 +96,7 @@ def test_a_hierarchical_prior_rung_resumes_bit_for_bit(arm_cfg, tmp_path):
     detach_log()
     Run.open(half, n_iterations=8).run()
     detach_log()
-    _assert_same(_tree(straight), _tree(half))
+    assert_same(tree(straight), tree(half))
     hyper = ckpt.read_checkpoint(straight).slots["hyper"]
     assert hyper.shape == (3, 4)                     # the prior rung holds drawn ones too
     tr = iotrace.read_trace(straight)
@@ -131,7 +115,7 @@ def test_hmc_gibbs_run_resumes_bit_for_bit_with_hyperparameters(arm_cfg, tmp_pat
     assert np.any(mid.slots["momentum"] != 0)
     Run.open(half, n_iterations=8).run()
     detach_log()
-    _assert_same(_tree(straight), _tree(half))
+    assert_same(tree(straight), tree(half))
     # the hyperparameters moved away from their initial values (Gibbs ran)
     assert not np.allclose(ckpt.read_checkpoint(straight).slots["hyper"], 1.0)
 
@@ -158,7 +142,7 @@ def test_a_run_written_before_an_option_existed_resumes(arm_cfg, tmp_path):
     (half / ckpt.CONFIG).write_text(drop_kernel((half / ckpt.CONFIG).read_text()))
     Run.open(half, n_iterations=8).run()
     detach_log()
-    _assert_same(_tree(straight), _tree(half))      # "auto" then and now: the same kernel
+    assert_same(tree(straight), tree(half))      # "auto" then and now: the same kernel
 
 
 @pytest.mark.slow
@@ -178,7 +162,7 @@ def test_kill_at_a_checkpoint_then_resume_is_exact(arm_cfg, tmp_path):
     res = CliRunner().invoke(main, ["-q", "resume", str(victim)])
     assert res.exit_code == 0, res.output
     detach_log()
-    _assert_same(_tree(straight), _tree(victim))
+    assert_same(tree(straight), tree(victim))
 
 
 def test_analyse_reports_squared_errors_of_regression_runs(arm_cfg, tmp_path):
