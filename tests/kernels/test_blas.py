@@ -38,7 +38,7 @@ print(json.dumps({"backend": blas.BACKEND, "e": float(e), "e2": float(pot.energy
 """
 
 
-def _probe(env_extra: dict[str, str]) -> dict:
+def probe(env_extra: dict[str, str]) -> dict:
     env = dict(os.environ)
     env.update(env_extra)
     out = subprocess.run(check=False, args=[sys.executable, "-c", _PROBE], env=env, capture_output=True,
@@ -112,8 +112,8 @@ def test_info_names_the_backend():
 @pytest.mark.skipif(backend.load_mkl()[0] is None, reason="MKL is not installed")
 @pytest.mark.slow
 def test_mkl_and_numpy_backends_agree_to_round_off():
-    mkl = _probe({"THERMONET_BLAS": "mkl"})
-    ref = _probe({"THERMONET_BLAS": "numpy"})
+    mkl = probe({"THERMONET_BLAS": "mkl"})
+    ref = probe({"THERMONET_BLAS": "numpy"})
     assert (mkl["backend"], ref["backend"]) == ("mkl", "numpy")
     assert mkl["e"] == pytest.approx(ref["e"], rel=1e-12)
     g, gr = np.array(mkl["g"]), np.array(ref["g"])
@@ -171,7 +171,7 @@ def test_mkl_products_on_contiguous_and_strided_operands():
 
 @pytest.mark.slow
 def test_mkl_results_repeat_bit_for_bit_across_processes():
-    a, b = _probe({}), _probe({})
+    a, b = probe({}), probe({})
     assert a["e"] == b["e"] and a["g"] == b["g"]
 
 

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 import pytest
 
-from tests.kernels.test_blas import _probe
+from tests.kernels.test_blas import probe
 from thermonet.kernels.matmul import calibration, gemm
 
 
@@ -197,7 +197,7 @@ def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
 
 @pytest.mark.slow
 def test_own_and_numpy_backends_agree_to_round_off():
-    own, ref = _probe({"THERMONET_BLAS": "own"}), _probe({"THERMONET_BLAS": "numpy"})
+    own, ref = probe({"THERMONET_BLAS": "own"}), probe({"THERMONET_BLAS": "numpy"})
     assert (own["backend"], ref["backend"]) == ("own", "numpy")
     assert own["e"] == own["e2"]                   # the energy-only kernel: the same bits
     assert own["e"] == pytest.approx(ref["e"], rel=1e-12)
