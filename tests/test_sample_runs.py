@@ -92,6 +92,8 @@ def test_quickstart_runs_at_tiny_size(tmp_path):
                                     "--set", "run.n_iterations=3", "--set", "init.burn_in=[2]",
                                     "--set", "ladder.adapt_rounds=1",
                                     "--set", "ladder.adapt_round_length=2",
+                                    "--set", "ladder.adapt_masses=3",
+                                    "--set", "ladder.retune_iterations=3",
                                     "--set", "sampler.warmup_transitions=3"])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["info", str(out), "--json"])
