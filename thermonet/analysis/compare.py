@@ -50,6 +50,7 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
     # a one-rung run of several chains is that many chains here: its slots, one by one
     c = rec.n_chains
     return {"dir": run_dir, "config": rec.config, "temperatures": rec.temperatures,
+            "own_temperatures": rec.temperatures,
             "energy": [energy[:, [j]] for j in range(c)] if c > 1 else [energy],
             "passages": passages, "discard": rec.discard, "acceptance": acceptance,
             "series": _chain_series(series, c),
@@ -134,8 +135,10 @@ def compare_runs(run_dirs: Sequence[str | Path], *, discard: float | None = None
     _check_arguments(run_dirs, discard)
     runs = [_load(Path(d), discard) for d in run_dirs]
     _check_one_experiment(runs)
-    temps = runs[0]["temperatures"]
+    shared = all(np.array_equal(r["temperatures"], runs[0]["temperatures"]) for r in runs)
+    temps = runs[0]["temperatures"] if shared else _restrict_to_common(runs)
     out: dict[str, Any] = {"runs": [str(r["dir"]) for r in runs],
+                           "common_ladder": shared,
                            "chains_per_run": [int(r["n_chains"]) for r in runs],
                            "n_chains": sum(int(r["n_chains"]) for r in runs),
                            "temperatures": [float(t) for t in temps],
@@ -197,7 +200,7 @@ def _check_one_experiment(runs: list[dict[str, Any]]) -> None:
                 "its chain repeats the other's; expected independent runs; compare runs of "
                 "one configuration with different run.seed")
         ta, tb = ref["temperatures"], r["temperatures"]
-        if ta.shape != tb.shape or not np.array_equal(ta, tb):
+        if (ta.shape != tb.shape or not np.array_equal(ta, tb)) and not _adapted(runs):
             raise ConfigError(
                 f"{r['dir']} is on another ladder than {ref['dir']}: "
                 f"{tb.size} temperatures ({_temps(tb)}) vs {ta.size} ({_temps(ta)})")
@@ -205,6 +208,34 @@ def _check_one_experiment(runs: list[dict[str, Any]]) -> None:
         if diff is not None:
             raise ConfigError(f"{r['dir']} has another configuration than {ref['dir']}: "
                               f"{diff}")
+
+
+def _adapted(runs: list[dict[str, Any]]) -> bool:
+    """Whether every run placed its own rungs in warm-up (``ladder.adapt_rounds`` > 0): runs
+    of one such configuration with other seeds share only the fixed rungs."""
+    return all(int(r["config"].get("ladder", {}).get("adapt_rounds", 0) or 0) > 0
+               for r in runs)
+
+
+def _restrict_to_common(runs: list[dict[str, Any]]) -> np.ndarray:
+    """The temperatures every run samples (in the first run's order); each run's per-slot
+    arrays cut to them. Ladders adapted per seed share their fixed ends (T_min, the prior
+    rung and any anchors), where the runs can be compared rung for rung."""
+    common = [t for t in runs[0]["temperatures"]
+              if all(np.any(r["temperatures"] == t) for r in runs[1:])]
+    temps = np.asarray(common, dtype=np.float64)
+    if not temps.size:
+        raise ConfigError(f"{runs[0]['dir']} and the other runs share no temperature; "
+                          "expected runs of one configuration whose ladders share T_min")
+    for r in runs:
+        idx = [int(np.flatnonzero(r["temperatures"] == t)[0]) for t in temps]
+        r["energy"] = [e[:, idx] for e in r["energy"]]
+        r["series"] = [{k: (np.asarray(a)[:, idx] if np.ndim(a) == 2 else a)
+                        for k, a in sr.items()} for sr in r["series"]]
+        if r["hyper"] is not None:
+            r["hyper"] = [h[:, idx] for h in r["hyper"]]
+        r["temperatures"] = temps
+    return temps
 
 
 def _observables(runs: list[dict[str, Any]], out: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -293,7 +324,7 @@ def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
         acc: RungAcceptance | None = r["acceptance"]
         if acc is None:
             continue
-        own = verdict(temps, acceptance=acc,
+        own = verdict(r["own_temperatures"], acceptance=acc,
                       unit="chain" if r["n_chains"] > 1 else "rung")
         if not own.mixed:
             failed.extend(f"{r['dir']}: {reason}" for reason in own.reasons)

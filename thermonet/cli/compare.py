@@ -35,8 +35,10 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
     exceeds 1.05, no replica restarted, or any run has a frozen rung (its own acceptance
     below 0.05 there, the rule of `info` and `analyse`); bulk ESS below 100 is flagged
     (docs/analysis.md). Runs of different configurations (other than run.seed,
-    run.n_iterations, run.workers, run.executor, run.checkpoint_every) or ladders are
-    refused.
+    run.n_iterations, run.workers, run.executor, run.checkpoint_every) are refused, and so
+    are different ladders, unless each run adapted its own (ladder.adapt_rounds > 0): then
+    the runs are compared at the temperatures they all share (T_min, the prior rung and any
+    anchors), and each run's own verdict rules apply on its own ladder.
 
     \b
     Example:
@@ -56,6 +58,9 @@ def compare(run_dirs: tuple[str, ...], discard: float | None, as_json: bool) -> 
         head = (f"{n_runs} runs ({n_chains} chains), {c['n_draws']} draws per chain of the "
                 "training energy")
     click.echo(head + "".join(f"; {c[n]['n_draws']} samples of {n}" for n in obs[1:]))
+    if not c["common_ladder"]:
+        click.echo(f"ladders   adapted per run: compared at the {len(c['temperatures'])} "
+                   "temperatures all runs share")
     head = f"{'T':>9}" + "".join(f" {n + ' R-hat':>18} {'ESS bulk':>8} {'ESS tail':>8}"
                                  for n in obs)
     click.echo(head)
