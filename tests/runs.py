@@ -25,6 +25,17 @@ TI_FAST = (CONFIGS / "ti_fast.toml").read_text()
 #: integrals are exact; ``GAUSSIAN_MODELS.split("[model.B]")[0]`` is A alone
 GAUSSIAN_MODELS = (CONFIGS / "gaussian_models.toml").read_text()
 
+#: the ``[ladder]`` lines of an NRPT run on ``gaussian_3d`` whose warm-up places the rungs
+#: between its fixed ones (T = 0.1, the anchor 1.0, the prior rung), for ``variant(ladder=)``
+ADAPTED_LADDER = """
+    prior_rung = true
+    swap_scheme = "deo"
+    adapt_rounds = 3
+    adapt_round_length = 4
+    anchors = [1.0]
+    temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
+"""
+
 _HEADER = re.compile(r"\[[\w.-]+\]")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.runs import invoke, variant
+from tests.runs import ADAPTED_LADDER, invoke, variant
 from thermonet.analysis.compare import compare_runs
 from thermonet.analysis.convergence import chain_diagnostics
 from thermonet.io.trace import read_trace
@@ -15,14 +15,7 @@ from thermonet.io.trace import read_trace
 RUN = variant("gaussian_3d", run="""
     n_iterations = 60
     checkpoint_every = 20
-""", sampler="n_leapfrog = 4", ladder="""
-    prior_rung = true
-    swap_scheme = "deo"
-    adapt_rounds = 3
-    adapt_round_length = 4
-    anchors = [1.0]
-    temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
-""")
+""", sampler="n_leapfrog = 4", ladder=ADAPTED_LADDER)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.runs import variant
+from tests.runs import ADAPTED_LADDER, variant
 from thermonet import config as cfgmod
 from thermonet.errors import ConfigError
 from thermonet.priors import BoxPrior
@@ -178,14 +178,7 @@ RUN = variant("gaussian_3d", run="""
     seed = 8
     n_iterations = 30
     checkpoint_every = 10
-""", sampler="n_leapfrog = 4", ladder="""
-    prior_rung = true
-    swap_scheme = "deo"
-    adapt_rounds = 3
-    adapt_round_length = 4
-    anchors = [1.0]
-    temperatures = [0.1, 0.3, 1.0, 2.0, 4.0]
-""")
+""", sampler="n_leapfrog = 4", ladder=ADAPTED_LADDER)
 
 
 @pytest.fixture

@@ -50,7 +50,6 @@ def _load(run_dir: Path, discard: float | None) -> dict[str, Any]:
     # a one-rung run of several chains is that many chains here: its slots, one by one
     c = rec.n_chains
     return {"dir": run_dir, "config": rec.config, "temperatures": rec.temperatures,
-            "own_temperatures": rec.temperatures,
             "energy": [energy[:, [j]] for j in range(c)] if c > 1 else [energy],
             "passages": passages, "discard": rec.discard, "acceptance": acceptance,
             "series": _chain_series(series, c),
@@ -219,8 +218,9 @@ def _adapted(runs: list[dict[str, Any]]) -> bool:
 
 def _restrict_to_common(runs: list[dict[str, Any]]) -> np.ndarray:
     """The temperatures every run samples (in the first run's order); each run's per-slot
-    arrays cut to them. Ladders adapted per seed share their fixed ends (T_min, the prior
-    rung and any anchors), where the runs can be compared rung for rung."""
+    arrays cut to them (its ``temperatures`` stay its own ladder's). Ladders adapted per seed
+    share their fixed ends (T_min, the prior rung and any anchors), where the runs can be
+    compared rung for rung."""
     common = [t for t in runs[0]["temperatures"]
               if all(np.any(r["temperatures"] == t) for r in runs[1:])]
     temps = np.asarray(common, dtype=np.float64)
@@ -234,7 +234,6 @@ def _restrict_to_common(runs: list[dict[str, Any]]) -> np.ndarray:
                         for k, a in sr.items()} for sr in r["series"]]
         if r["hyper"] is not None:
             r["hyper"] = [h[:, idx] for h in r["hyper"]]
-        r["temperatures"] = temps
     return temps
 
 
@@ -284,7 +283,7 @@ def _pooled_verdict(temps: np.ndarray, runs: list[dict[str, Any]], names: list[s
         if name != "train_energy" and np.isfinite(rh).any() and np.nanmax(rh) > RHAT_MAX:
             i = int(np.nanargmax(rh))
             flags.append(f"{name} R-hat {rh[i]:.2f} at T = {temps[i]:.4g}")
-    failed, run_flags = _per_run_acceptance(temps, runs)
+    failed, run_flags = _per_run_acceptance(runs)
     flags.extend(run_flags)
     if failed:      # a frozen rung in any run: that run did not sample its temperature
         return Verdict(False, ([] if v.mixed else list(v.reasons)) + failed, flags)
@@ -313,18 +312,17 @@ def _evidence_consistency(run_dirs: list[Path], discard: float | None) -> dict[s
             **c.to_dict()}
 
 
-def _per_run_acceptance(temps: np.ndarray, runs: list[dict[str, Any]]
-                        ) -> tuple[list[str], list[str]]:
+def _per_run_acceptance(runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """The acceptance rules of a single run's verdict (:func:`thermonet.analysis.mixing.
-    verdict`), applied to each run: a frozen rung fails (reason), a rung that accepted nothing
-    or a timid one is flagged; each message names its run."""
+    verdict`), applied to each run on its own ladder: a frozen rung fails (reason), a rung
+    that accepted nothing or a timid one is flagged; each message names its run."""
     failed: list[str] = []
     flags: list[str] = []
     for r in runs:
         acc: RungAcceptance | None = r["acceptance"]
         if acc is None:
             continue
-        own = verdict(r["own_temperatures"], acceptance=acc,
+        own = verdict(r["temperatures"], acceptance=acc,
                       unit="chain" if r["n_chains"] > 1 else "rung")
         if not own.mixed:
             failed.extend(f"{r['dir']}: {reason}" for reason in own.reasons)
