@@ -23,9 +23,10 @@ regenerated at the prior rung. Usage::
     python benchmarks/bench_nrpt.py --quick    # 4e5
     python benchmarks/bench_nrpt.py --quick --trajectories 2 --schemes nrpt adaptive
 
-``--runs NRPT_DIR PAPER_DIR`` compares two finished ``thermonet run`` directories instead (the
-long runs of docs/performance.md, made with the run's full warm-up): it charges each run its
-warm-up gradients, cuts the longer run at the shorter one's total so that both spend the same
+``--runs FIRST_DIR SECOND_DIR`` compares two finished ``thermonet run`` directories instead
+(the long runs of docs/performance.md, made with the run's full warm-up; or two NRPT runs
+with other local moves, as docs/lab/2026-11-28-m3-masses.md): it charges each run its
+warm-up gradients (mass estimation included), cuts the longer run at the shorter one's total so that both spend the same
 number of gradients, counts round trips and restarts in that budget, and sets them beside
 what the same swap rejection rates allow under efficient local exploration (ELE): the
 expectation for NRPT, an upper bound for random pairs
@@ -173,13 +174,13 @@ def run_costs(run_dir: str) -> dict:
             "trace": read_trace(run_dir)}
 
 
-def compare_runs(nrpt_dir: str, paper_dir: str) -> int:
+def compare_runs(first_dir: str, second_dir: str) -> int:
     """Round trips of two finished runs at an equal gradient budget (module docstring)."""
     from thermonet.analysis.ideal_exchange import ideal_passages, random_pairs_bound
     from thermonet.analysis.mixing import replica_passages, swap_barrier
     from thermonet.stats import rate_ratio_interval
 
-    runs = [run_costs(nrpt_dir), run_costs(paper_dir)]
+    runs = [run_costs(first_dir), run_costs(second_dir)]
     budget = min(r["warmup"] + r["per_iteration"] * len(r["trace"]["iteration"]) for r in runs)
     v = versions()
     print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
