@@ -98,3 +98,12 @@ def heat_capacity_of_chains(e: np.ndarray, temperature: float) -> tuple[float, f
             err *= np.sqrt(chi2 / (n_c - 1))
     t2 = temperature ** 2
     return float(d.sum() / (n_all - 1) / t2), float(err * n_all / (n_all - 1) / t2), p
+
+
+def mean_of_chains(x: np.ndarray) -> tuple[float, float]:
+    """The mean of chains ``x`` (n, C) as the mean of their means, and its error from each
+    chain's own ``sqrt(var(x_c) tau_c / n)``, ``sqrt(sum err_c^2) / C``."""
+    n, n_c = x.shape
+    errs = [np.sqrt(np.var(x[:, j], ddof=1) * integrated_autocorrelation_time(x[:, j]) / n)
+            for j in range(n_c)]
+    return float(x.mean(axis=0).mean()), float(np.sqrt(np.sum(np.square(errs))) / n_c)

@@ -467,3 +467,42 @@ def test_analyse_takes_the_heat_capacity_of_the_chains_as_chains(arm_chains):
     want_c, want_err, _ = ref.heat_capacity_of_chains(e, float(rec.temperatures[0]))
     assert a.table["heat_capacity"][0] == pytest.approx(want_c, rel=1e-12)
     assert a.table["heat_capacity_err"][0] == pytest.approx(want_err, rel=1e-9)
+
+
+def test_analyse_gives_the_errors_and_widths_of_the_chains_as_chains(arm_chains):
+    """The per-sample error columns and the hyperparameters' widths of a run of several
+    chains: each chain summarised on its own (no autocorrelation across one chain's end and
+    the next one's start), then joined (tests/reference.py, independently)."""
+    import thermonet as tn
+    from tests import reference as ref
+    from thermonet.analysis import analyse
+
+    rec = tn.open_run(arm_chains / "s1")
+    a = analyse(arm_chains / "s1", predictive=False)
+    err = np.asarray(a.series["train_error"])[:, 0].reshape(2, -1).T    # (n, 2 chains)
+    want, want_err = ref.mean_of_chains(err)
+    assert a.table["train_error"][0] == pytest.approx(want, rel=1e-12)
+    assert a.table["train_error_err"][0] == pytest.approx(want_err, rel=1e-9)
+    h = np.asarray(rec.kept["hyper_k"], dtype=np.float64)                 # (n, 2 chains, 4)
+    hyp = a.meta["hyperparameters"]
+    for j in range(h.shape[2]):
+        want, want_err = ref.mean_of_chains(1.0 / np.sqrt(h[:, :, j]))
+        assert hyp["width"][0][j] == pytest.approx(want, rel=1e-12)
+        assert hyp["width_err"][0][j] == pytest.approx(want_err, rel=1e-9)
+
+
+def test_chains_stats_measures_no_autocorrelation_across_chains():
+    """Two constant chains at different values: each has no spread, so the mean's error is
+    0; joined end to end they would read as one series with a step and a large error."""
+    from thermonet.analysis.ladder import chains_stats, series_stats
+
+    x = np.column_stack([np.zeros(50), np.ones(50)])
+    assert chains_stats(x) == (0.5, 0.0, 1.0)
+    assert series_stats(np.concatenate([x[:, 0], x[:, 1]]))[1] > 0.1
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=(400, 3))
+    assert chains_stats(y[:, :1]) == series_stats(y[:, 0])
+    from tests import reference as ref
+
+    m, e, _ = chains_stats(y)
+    assert (m, e) == pytest.approx(ref.mean_of_chains(y), rel=1e-12)

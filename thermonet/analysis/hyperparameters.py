@@ -48,4 +48,15 @@ def with_state_widths(hyper: dict[str, Any], names: list[str], w_nkj: Any) -> di
                for key in ("width", "width_err")}}
 
 
-__all__ = ["hyper_widths", "with_state_widths"]
+def joined_chains(hyper: dict[str, Any]) -> dict[str, Any]:
+    """``hyper`` whose slots are the independent chains of one rung (equal lengths), as one
+    slot: each width the mean of the chains' means, its error ``sqrt(sum err_c^2) / C``
+    (as :func:`thermonet.analysis.ladder.chains_stats` joins chains)."""
+    if not hyper:
+        return hyper
+    w, e = np.asarray(hyper["width"], np.float64), np.asarray(hyper["width_err"], np.float64)
+    return {**hyper, "width": [w.mean(axis=0).tolist()],
+            "width_err": [(np.sqrt(np.sum(e ** 2, axis=0)) / w.shape[0]).tolist()]}
+
+
+__all__ = ["hyper_widths", "joined_chains", "with_state_widths"]

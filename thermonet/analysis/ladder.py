@@ -54,6 +54,30 @@ def series_stats(x: Any) -> tuple[float, float, float]:
     return float(x.mean()), float(np.sqrt(x.var(ddof=1) * tau / x.size)), float(tau)
 
 
+def chains_stats(x_nc: Any) -> tuple[float, float, float]:
+    """:func:`series_stats` of ``C`` independent chains of equal length (the columns of
+    ``x_nc``): the mean of the chains' means, its error ``sqrt(sum err_c^2) / C`` from each
+    chain's own autocorrelation-aware error (none measured across one chain's end and the
+    next one's start), and the chains' mean autocorrelation time. One column is
+    :func:`series_stats` of it.
+
+    Parameters
+    ----------
+    x_nc : array_like, shape (n,) or (n, C)
+
+    Returns
+    -------
+    (mean, error, tau) : tuple of float
+    """
+    x = np.asarray(x_nc, dtype=np.float64)
+    if x.ndim == 1 or x.shape[1] == 1:
+        return series_stats(x.reshape(-1))
+    each = np.array([series_stats(x[:, c]) for c in range(x.shape[1])])
+    means, errs, taus = each.T
+    return (float(means.mean()), float(np.sqrt(np.sum(errs ** 2)) / x.shape[1]),
+            float(taus.mean()))
+
+
 def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
     """``Var(E) / T^2`` of an energy series, or of independent chains of one temperature,
     and its standard error.

@@ -10,14 +10,14 @@ import numpy as np
 
 from thermonet.analysis.baseline_reference import read_baseline
 from thermonet.analysis.convergence import split_rhat
-from thermonet.analysis.hyperparameters import hyper_widths, with_state_widths
+from thermonet.analysis.hyperparameters import hyper_widths, joined_chains, with_state_widths
 from thermonet.analysis.ideal_exchange import ideal_for_run
 from thermonet.analysis.ladder import (
     MIN_SAMPLES,
     MIN_TAU_MULTIPLE,
     SWAP_WARN_THRESHOLD,
+    chains_stats,
     heat_capacity,
-    series_stats,
     swap_table,
 )
 from thermonet.analysis.local_exploration import gradients_per_iteration, local_exploration
@@ -131,7 +131,7 @@ def _trace_table(rec: RunRecord) -> tuple[dict[str, np.ndarray], list[str]]:
         table["dt"] = dt.reshape(k_n, -1).mean(axis=1)
         short = []
         for k in range(k_n):
-            m, err, tau = _energy_stats(e_nk[:, rec.chain_slots(k)])
+            m, err, tau = chains_stats(e_nk[:, rec.chain_slots(k)])
             table["train_energy"][k], table["train_energy_err"][k] = m, err
             table["tau_train_energy"][k] = tau
             # (n, C): each chain's own autocorrelation, none across one chain's end and the
@@ -152,22 +152,11 @@ def _trace_table(rec: RunRecord) -> tuple[dict[str, np.ndarray], list[str]]:
     return table, warnings
 
 
-def _energy_stats(e_nc: np.ndarray) -> tuple[float, float, float]:
-    """:func:`series_stats` of the energy of the chains ``e_nc`` (n, C) of one rung: the
-    mean of the chains' means, its error from theirs, the mean autocorrelation time."""
-    each = [series_stats(e_nc[:, c]) for c in range(e_nc.shape[1])]
-    if len(each) == 1:
-        return each[0]
-    means, errs, taus = (np.array(v) for v in zip(*each, strict=True))
-    return (float(means.mean()), float(np.sqrt(np.sum(errs ** 2)) / len(each)),
-            float(taus.mean()))
-
-
-def pooled(a: np.ndarray) -> np.ndarray:
-    """The columns (axis 1) of ``a`` one after the other along axis 0: the draws of every
-    chain of a rung, chain by chain, as :meth:`RunRecord.samples` gives them."""
-    a = np.asarray(a)
-    return np.concatenate([a[:, c] for c in range(a.shape[1])]) if a.shape[1] > 1 else a[:, 0]
+def by_chain(x: np.ndarray, n_chains: int) -> np.ndarray:
+    """The draws ``x`` of one rung, chain by chain as :meth:`RunRecord.samples` gives them
+    (axis 0), as one column per chain: shape (n, n_chains, ...)."""
+    x = np.asarray(x)
+    return np.moveaxis(x.reshape(n_chains, -1, *x.shape[1:]), 0, 1)
 
 
 def _sample_columns(rec: RunRecord, table: dict[str, np.ndarray], warnings: list[str],
@@ -199,13 +188,15 @@ def _sample_columns(rec: RunRecord, table: dict[str, np.ndarray], warnings: list
         widths = _evaluate_slots(rec, table, series, arch, split, test=test,
                                  predictive=predictive, workers=workers, world=world)
     kept = rec.kept
-    hyper_k = kept.get("hyper_k")
-    if hyper_k is not None and rec.n_chains > 1 and np.ndim(hyper_k) == 3:
-        hyper_k = pooled(hyper_k)[:, None]          # the chains of the one rung, pooled
-    hyper = hyper_widths(arch, split, hyper_k) if (
+    # a one-rung run of several chains: hyper_k's slot axis holds the chains, and the state
+    # widths come chain by chain; each chain is summarised on its own, then joined
+    hyper = hyper_widths(arch, split, kept["hyper_k"]) if (
         "hyper_k" in kept and rec.n_kept > 0 and arch is not None and split is not None) else {}
     if widths is not None and widths[1].shape[2] > 0:
-        hyper = with_state_widths(hyper, widths[0], widths[1])
+        w = by_chain(widths[1][:, 0], rec.n_chains) if rec.n_chains > 1 else widths[1]
+        hyper = with_state_widths(hyper, widths[0], w)
+    if rec.n_chains > 1:
+        hyper = joined_chains(hyper)
     return series, hyper
 
 
@@ -234,12 +225,12 @@ def _evaluate_slots(rec: RunRecord, table: dict[str, np.ndarray],
                               predictive=predictive and test, workers=workers, world=world)
         for name in per_sample:
             series[name][:, k] = getattr(ev, name)
-        m, err, _ = series_stats(ev.train_error)
+        m, err, _ = chains_stats(by_chain(ev.train_error, rec.n_chains))
         table["train_error"][k], table["train_error_err"][k] = m, err
         if test:
-            m, err, _ = series_stats(ev.test_energy)
+            m, err, _ = chains_stats(by_chain(ev.test_energy, rec.n_chains))
             table["test_energy"][k], table["test_energy_err"][k] = m, err
-            m, err, _ = series_stats(ev.test_error)
+            m, err, _ = chains_stats(by_chain(ev.test_error, rec.n_chains))
             table["test_error"][k], table["test_error_err"][k] = m, err
             if predictive:
                 table["predictive_test_energy_per_point"][k] = \
