@@ -481,6 +481,7 @@ def test_analyse_gives_the_errors_and_widths_of_the_chains_as_chains(arm_chains)
     a = analyse(arm_chains / "s1", predictive=False)
     err = np.asarray(a.series["train_error"])[:, 0].reshape(2, -1).T    # (n, 2 chains)
     want, want_err = ref.mean_of_chains(err)
+    # errors: tau from an FFT against the reference's direct sums, equal to rounding
     assert a.table["train_error"][0] == pytest.approx(want, rel=1e-12)
     assert a.table["train_error_err"][0] == pytest.approx(want_err, rel=1e-9)
     h = np.asarray(rec.kept["hyper_k"], dtype=np.float64)                 # (n, 2 chains, 4)

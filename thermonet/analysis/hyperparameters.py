@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from thermonet.analysis.ladder import series_stats
+from thermonet.analysis.ladder import join_chains, series_stats
 
 
 def _summary(names: list[str], w_nkj: np.ndarray) -> dict[str, Any]:
@@ -50,13 +50,11 @@ def with_state_widths(hyper: dict[str, Any], names: list[str], w_nkj: Any) -> di
 
 def joined_chains(hyper: dict[str, Any]) -> dict[str, Any]:
     """``hyper`` whose slots are the independent chains of one rung (equal lengths), as one
-    slot: each width the mean of the chains' means, its error ``sqrt(sum err_c^2) / C``
-    (as :func:`thermonet.analysis.ladder.chains_stats` joins chains)."""
+    slot (:func:`thermonet.analysis.ladder.join_chains`)."""
     if not hyper:
         return hyper
-    w, e = np.asarray(hyper["width"], np.float64), np.asarray(hyper["width_err"], np.float64)
-    return {**hyper, "width": [w.mean(axis=0).tolist()],
-            "width_err": [(np.sqrt(np.sum(e ** 2, axis=0)) / w.shape[0]).tolist()]}
+    width, err = join_chains(hyper["width"], hyper["width_err"])
+    return {**hyper, "width": [width.tolist()], "width_err": [err.tolist()]}
 
 
 __all__ = ["hyper_widths", "joined_chains", "with_state_widths"]

@@ -54,6 +54,13 @@ def series_stats(x: Any) -> tuple[float, float, float]:
     return float(x.mean()), float(np.sqrt(x.var(ddof=1) * tau / x.size)), float(tau)
 
 
+def join_chains(means: Any, errors: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The estimate of ``C`` independent chains of equal length from each chain's mean and
+    standard error (axis 0): the mean of the means and its error ``sqrt(sum err_c^2) / C``."""
+    m, e = np.asarray(means, np.float64), np.asarray(errors, np.float64)
+    return m.mean(axis=0), np.sqrt(np.sum(e ** 2, axis=0)) / m.shape[0]
+
+
 def chains_stats(x_nc: Any) -> tuple[float, float, float]:
     """:func:`series_stats` of ``C`` independent chains of equal length (the columns of
     ``x_nc``): the mean of the chains' means, its error ``sqrt(sum err_c^2) / C`` from each
@@ -74,8 +81,8 @@ def chains_stats(x_nc: Any) -> tuple[float, float, float]:
         return series_stats(x.reshape(-1))
     each = np.array([series_stats(x[:, c]) for c in range(x.shape[1])])
     means, errs, taus = each.T
-    return (float(means.mean()), float(np.sqrt(np.sum(errs ** 2)) / x.shape[1]),
-            float(taus.mean()))
+    mean, err = join_chains(means, errs)
+    return float(mean), float(err), float(taus.mean())
 
 
 def heat_capacity(energy: Any, temperature: float) -> tuple[float, float]:
