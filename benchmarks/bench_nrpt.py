@@ -26,10 +26,10 @@ regenerated at the prior rung. Usage::
 ``--runs FIRST_DIR SECOND_DIR`` compares two finished ``thermonet run`` directories instead
 (the long runs of docs/performance.md, made with the run's full warm-up; or two NRPT runs
 with other local moves, as docs/lab/2026-11-28-m3-masses.md): it charges each run its
-warm-up gradients (mass estimation included), cuts the longer run at the shorter one's total so that both spend the same
-number of gradients, counts round trips and restarts in that budget, and sets them beside
-what the same swap rejection rates allow under efficient local exploration (ELE): the
-expectation for NRPT, an upper bound for random pairs
+warm-up gradients (mass estimation included), cuts the longer run at the shorter one's
+total so that both spend the same number of gradients, counts round trips and restarts in
+that budget, and sets them beside what the same swap rejection rates allow under efficient
+local exploration (ELE): the expectation for NRPT, an upper bound for random pairs
 (:func:`thermonet.analysis.ideal_exchange.random_pairs_bound`)::
 
     thermonet run sample_runs/nrpt_M3_D50.toml --out runs/rt_nrpt \
