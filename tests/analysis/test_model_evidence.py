@@ -156,6 +156,7 @@ def test_basin_times_copies_misses_the_other_basins_by_the_analytic_amount(ladde
     assert ev.log_z_ss - basin_plus_copies > Z * err
 
 
+@pytest.mark.slow
 def test_the_census_of_distinct_basins_recovers_the_model_evidence(ladder_run, basin_ti):
     """Minima at all four modes: A and -A (images) count once, B and -B once; the census
     bound, the log-sum-exp of the two distinct basins plus ln 2, is then the exact value,

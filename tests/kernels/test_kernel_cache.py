@@ -110,6 +110,7 @@ print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))
 """
 
 
+@pytest.mark.slow
 def test_the_own_products_are_compiled_only_for_a_kernel_that_calls_them(tmp_path):
     """A kernel without products compiles none, a float64 one no float32 products; a float32
     kernel compiled afresh, then loaded from the cache by a process that has not compiled
@@ -179,6 +180,7 @@ print(int(backend.chosen()), sum(f.stats.cache_hits.values()), sum(f.stats.cache
 """
 
 
+@pytest.mark.slow
 def test_only_kernels_that_call_a_product_depend_on_the_backend(tmp_path):
     """A kernel without products is cached once for every backend and never chooses one (which
     may measure); a kernel calling a product, directly or through a kernel compiled earlier,
