@@ -167,6 +167,18 @@ def test_plan_is_stated_before_a_run(tmp_path: pathlib.Path) -> None:
     assert "about to run" not in quiet.output
 
 
+def test_plan_counts_the_warm_up(tmp_path: pathlib.Path) -> None:
+    # ladder rounds 8 + 16 + 32 + 64, 200 mass iterations, 3 x 200 step-size corrections
+    path = tmp_path / "c.toml"
+    path.write_text("[run]\nn_iterations = 7\n[ladder]\nn_temperatures = 3\nt_max = 2.0\n"
+                    "adapt_rounds = 4\nadapt_round_length = 8\nadapt_masses = 200\n"
+                    "retune_iterations = 200\nretune_rounds = 3\n")
+    text = cfgmod.plan(cfgmod.load(path))
+    assert text is not None
+    assert ("3 rung(s) x 7 iterations (+ 920 warm-up) x 1 trajectories x L = 100 = "
+            f"{3 * (7 + 920) * 100:,} gradients") in text
+
+
 # -- parameter files ----------------------------------------------------------------------------
 
 def test_complex_npy_refused(tmp_path: pathlib.Path) -> None:

@@ -24,8 +24,12 @@ from thermonet.tempering.ladder import trajectories_from_settings
 ARRAYS_PER_REPLICA = 12
 #: rows of a data block the MLP kernels work on at once (an upper bound of their scratch)
 SCRATCH_ROWS = 1024
-#: rough sustained speed of one worker (multiply-adds per second) for the time estimate
-FLOPS_PER_WORKER = 2e9
+#: rough sustained speed of one worker (multiply-adds per second, 3 x parameters x rows per
+#: gradient) for the time estimate: measured 1.2e10 (AMD EPYC Zen 3, M(3) on N = 5,000),
+#: 1.1e10-1.2e10 (Zen 4 with and without AVX-512, the quickstart's 256-12-10 on N = 50) and
+#: 1.7e10-2.5e10 (Zen 4, M(3) on N = 50 and 5,000); the low end, so that a run rarely takes
+#: longer than announced
+FLOPS_PER_WORKER = 1e10
 #: inputs of a data set (16 x 16 MNIST) when the architecture does not say
 DEFAULT_INPUTS = 256
 
@@ -100,11 +104,28 @@ def check_memory(budget: Budget, available: int | None = None) -> None:
         "run that fits: lower ladder.n_temperatures, the architecture's widths or the data set")
 
 
+def warm_up_iterations(lad: Any) -> int:
+    """Iterations of the ``[ladder]`` warm-up before the run's ``n_iterations``: the ladder
+    rounds (``adapt_round_length`` doubling ``adapt_rounds`` times), the mass estimation, the
+    step-size correction rounds and an adaptive local budget's measurement."""
+    rounds = int(lad.get("adapt_rounds") or 0)
+    total = int(lad.get("adapt_round_length") or 0) * (2 ** rounds - 1)
+    total += int(lad.get("adapt_masses") or 0)
+    if int(lad.get("retune_rounds") or 0) > 0:
+        total += int(lad.get("retune_iterations") or 0) * int(lad["retune_rounds"])
+    if lad.get("local_budget") == "adaptive":
+        total += int(lad.get("local_budget_iterations") or 0)
+    return total
+
+
 def plan(cfg: Any, arch: Any) -> str:
-    """One line: what a run of the resolved configuration ``cfg`` will compute."""
+    """One line: what a run of the resolved configuration ``cfg`` will compute, its warm-up
+    included."""
     lad = cfg["ladder"]
     n_slots = int(cfg.ladder.n_temperatures) if hasattr(cfg, "ladder") else 1
-    n_iter = int(cfg["run"]["n_iterations"])
+    n_run = int(cfg["run"]["n_iterations"])
+    n_warm = warm_up_iterations(lad) if hasattr(cfg, "ladder") else 0
+    n_iter = n_run + n_warm
     n_traj = int(lad["n_trajectories"])
     temps = cfg.ladder.temperature_k if hasattr(cfg, "ladder") else [1.0]
     per_rung = trajectories_from_settings(lad, temps)
@@ -114,17 +135,19 @@ def plan(cfg: Any, arch: Any) -> str:
     chains = int(cfg["run"].get("chains") or 1)
     steps = n_iter * int(per_rung.sum()) * chains
     slots = f"{n_slots} rung(s)" if chains == 1 else f"{chains} chains"
+    iters = f"{n_run} iterations" + (f" (+ {n_warm} warm-up)" if n_warm else "")
     each = (f"{n_traj}" if per_rung.min() == per_rung.max()
             else f"{n_traj} ({int(per_rung.max())} in the slow band)")
     if isinstance(n_leapfrog, int):
         grads = steps * n_leapfrog
-        work = (f"{slots} x {n_iter} iterations x {each} trajectories x "
+        work = (f"{slots} x {iters} x {each} trajectories x "
                 f"L = {n_leapfrog} = {grads:,} gradients")
     else:
         grads = steps
-        work = f"{slots} x {n_iter} iterations x {each} transitions = {grads:,}"
+        work = f"{slots} x {iters} x {each} transitions = {grads:,}"
     line = (f"about to run {cfg['architecture']['name']} ({n_params:,} parameters) on "
-            f"{cfg['data']['name']} with {cfg['sampler']['name']}: {work} (plus burn-in)")
+            f"{cfg['data']['name']} with {cfg['sampler']['name']}: {work} (plus burn-in and "
+            "compilation)")
     if rows and isinstance(n_leapfrog, int):
         seconds = grads * 3.0 * n_params * rows / (FLOPS_PER_WORKER
                                                    * max(1, int(cfg["run"]["workers"])))
