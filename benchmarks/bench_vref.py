@@ -204,7 +204,8 @@ def main() -> int:
         extra = f" (from the prior: {r['restarts_prior']})" if "restarts_prior" in r else ""
         print(f"{r['scheme']:6s} {r['rungs']:5d} {r['iterations']:6d} {r['gradients']:10.3g} "
               f"{r['restarts']:8d} {r['restarts'] / r['gradients'] * 1e6:8.2f} "
-              f"{r['round_trips']:5d} {r['barrier']:7.3g} {r['barrier_var']:8.3g} {r['wall_s']:7.1f}{extra}",
+              f"{r['round_trips']:5d} {r['barrier']:7.3g} {r['barrier_var']:8.3g} "
+              f"{r['wall_s']:7.1f}{extra}",
               flush=True)
     return 0
 
