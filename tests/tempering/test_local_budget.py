@@ -123,6 +123,7 @@ def test_per_rung_counts_keep_the_product_distribution_by_enumeration():
 def _warm(re, streams, st, iterations, bounds):
     warm = WarmUp(re, budget_iterations=iterations, budget_bounds=bounds)
     st, ws = warm.run(st, streams, warm.start())
+    assert ws.iteration == warm.planned_iterations == iterations
     return st, ws.records[-1]
 
 

@@ -103,8 +103,21 @@ def test_the_correction_brings_every_rung_to_the_target():
     ws = warm.start(400)
     state, ws = warm.run(state, streams, ws)
     assert ws.finished and [r["round"] for r in ws.records] == [1, 2]
+    assert ws.iteration - 400 == warm.planned_iterations == 1600
     n_prod = 1500
     after = _production_rates(engine, state, streams, n_prod, ws.iteration + 1)
     a = 0.65
     sd = math.sqrt(a * (1 - a) / 800 + a * (1 - a) / n_prod)
     assert np.all(np.abs(after - a) < 4 * sd), (after, 4 * sd)
+
+
+def test_a_whole_warm_up_runs_the_iterations_it_announces():
+    """Ladder rounds of 4 and 8, 5 mass iterations, two correction rounds of 3: the engine's
+    clock advances by the 28 iterations that ``thermonet run`` announces before it starts."""
+    engine, theta = _engine(0.1)
+    streams = engine.make_streams(5)
+    warm = WarmUp(engine, rounds=2, first_length=4, mass_iterations=5, retune_iterations=3,
+                  retune_rounds=2)
+    ws = warm.start(10)
+    _, ws = warm.run(engine.init(theta), streams, ws)
+    assert ws.finished and ws.iteration - 10 == warm.planned_iterations == 4 + 8 + 5 + 2 * 3

@@ -17,6 +17,7 @@ from typing import Any
 
 from thermonet.errors import ConfigError
 from thermonet.tempering.ladder import trajectories_from_settings
+from thermonet.tempering.warmup import planned_iterations
 
 #: parameter-sized float64 arrays per replica: theta, gradient, momentum, the trajectory's
 #: copies of theta and gradient, masses / inverse masses / box half-widths, and the
@@ -105,17 +106,16 @@ def check_memory(budget: Budget, available: int | None = None) -> None:
 
 
 def warm_up_iterations(lad: Any) -> int:
-    """Iterations of the ``[ladder]`` warm-up before the run's ``n_iterations``: the ladder
-    rounds (``adapt_round_length`` doubling ``adapt_rounds`` times), the mass estimation, the
-    step-size correction rounds and an adaptive local budget's measurement."""
-    rounds = int(lad.get("adapt_rounds") or 0)
-    total = int(lad.get("adapt_round_length") or 0) * (2 ** rounds - 1)
-    total += int(lad.get("adapt_masses") or 0)
-    if int(lad.get("retune_rounds") or 0) > 0:
-        total += int(lad.get("retune_iterations") or 0) * int(lad["retune_rounds"])
-    if lad.get("local_budget") == "adaptive":
-        total += int(lad.get("local_budget_iterations") or 0)
-    return total
+    """Iterations of the warm-up that the ``[ladder]`` keys ask for, before the run's
+    ``n_iterations`` (the keys the runner gives :class:`thermonet.tempering.warmup.WarmUp`)."""
+    return planned_iterations(
+        rounds=int(lad.get("adapt_rounds") or 0),
+        first_length=int(lad.get("adapt_round_length") or 0),
+        mass_iterations=int(lad.get("adapt_masses") or 0),
+        retune_iterations=int(lad.get("retune_iterations") or 0),
+        retune_rounds=int(lad.get("retune_rounds") or 0),
+        budget_iterations=(int(lad.get("local_budget_iterations") or 0)
+                           if lad.get("local_budget") == "adaptive" else 0))
 
 
 def plan(cfg: Any, arch: Any) -> str:

@@ -160,6 +160,18 @@ class WarmUpState:
         return ws
 
 
+def planned_iterations(*, rounds: int = 0, first_length: int = 8, mass_iterations: int = 0,
+                       retune_iterations: int = 0, retune_rounds: int = 2,
+                       budget_iterations: int = 0) -> int:
+    """Engine iterations of a warm-up with :class:`WarmUp`'s parameters, known before it runs
+    (what ``thermonet run`` announces): ``first_length * (2**rounds - 1)`` in the ladder rounds,
+    then the mass estimation, the step-size correction rounds and the budget measurement."""
+    total = int(first_length) * (2 ** int(rounds) - 1) if rounds > 0 else 0
+    if retune_iterations > 0 and retune_rounds > 0:
+        total += int(retune_iterations) * int(retune_rounds)
+    return total + max(int(mass_iterations), 0) + max(int(budget_iterations), 0)
+
+
 class WarmUp:
     """The warm-up plan of one run: ``rounds`` ladder rounds from ``first_length`` iterations,
     then ``mass_iterations`` iterations of mass estimation (0: none), then ``retune_rounds``
@@ -191,6 +203,15 @@ class WarmUp:
         self.budget_iterations = int(budget_iterations)
         self.budget_bounds = (int(budget_bounds[0]), int(budget_bounds[1]))
         self.adapt_factor = adapt_factor
+
+    @property
+    def planned_iterations(self) -> int:
+        """Engine iterations from :meth:`start` to the end (:func:`planned_iterations`)."""
+        return planned_iterations(rounds=self.rounds, first_length=self.first_length,
+                                  mass_iterations=self.mass_iterations,
+                                  retune_iterations=self.retune_iterations,
+                                  retune_rounds=self.retune_rounds,
+                                  budget_iterations=self.budget_iterations)
 
     def start(self, iteration: int = 0) -> WarmUpState:
         """The position before anything is done (``finished`` if there is nothing to do)."""
@@ -401,4 +422,4 @@ def adapt_masses(engine: ReplicaExchange, state: REState, streams: Streams, *,
 
 
 __all__ = ["PHASES", "STAGES", "STAGE_NAMES", "WarmUp", "WarmUpState", "adapt_ladder",
-           "adapt_masses", "anchor_slots", "mass_estimate"]
+           "adapt_masses", "anchor_slots", "mass_estimate", "planned_iterations"]
