@@ -144,6 +144,50 @@ def test_path_potential_is_the_interpolation_with_its_gradient():
     assert pot.energy(theta) == pytest.approx(v, rel=1e-14)
 
 
+@pytest.mark.parametrize("hidden", ["logistic", "tanh"])
+@pytest.mark.parametrize("wall", [0, 1], ids=["endpoint", "reflect"])
+@pytest.mark.parametrize("b", [1.0, 0.37])
+def test_the_compiled_path_trajectory_is_the_python_loop_to_rounding(b, wall, hidden):
+    """The MLP's compiled trajectory (its own at b = 1, its TI bridge in between, momenta
+    scaled by T_min) against the generic loop over energy_and_grad; tanh networks have no
+    bridge kernel and take the loop itself, so their result is the same bit for bit. (Without
+    walls the loop stops where a truncated q's R turns infinite and the bridge continues the
+    Gaussian, so that case keeps its trajectory inside a wider box.)"""
+    from thermonet.api import Potential
+    from thermonet.architectures.mlp import MLP
+
+    arch = MLP(n_inputs=3, hidden=(4,), n_outputs=3, hidden_activation=hidden)
+    rng = np.random.default_rng(0)
+    pot = arch.potential(x=rng.normal(size=(9, 3)), y=rng.integers(0, 3, 9))
+    n = arch.n_params
+    half = np.full(n, 0.8 if wall == 1 else 3.0)
+    ref = GaussianReference(rng.normal(size=n) * 0.2, rng.uniform(0.2, 0.5, n), half)
+    theta0, p0 = rng.uniform(-0.7, 0.7, n), rng.normal(size=n)
+    inv_mass = rng.uniform(0.5, 2.0, n)
+    out = []
+    for compiled in (True, False):
+        path = PathPotential(pot, ref, b, T_MIN)
+        th, p = theta0.copy(), p0.copy()
+        _, g = path.energy_and_grad(th)
+        g = g.copy()
+        run = path.trajectory if compiled else (
+            lambda *a, path=path: Potential.trajectory(path, *a))
+        res = run(th, p, g, inv_mass, 0.02, 40, wall, half, 10.0)
+        out.append((res, th, p, g))
+    (r1, t1, p1, g1), (r2, t2, p2, g2) = out
+    assert r1[1:] == r2[1:] and r1[2] == 0
+    if wall == 1:
+        assert r1[3] > 0 and np.all(np.abs(t1) <= half)
+    if hidden == "tanh" and b < 1:
+        assert r1[0] == r2[0] and np.array_equal(t1, t2) and np.array_equal(g1, g2)
+    assert r1[0] == pytest.approx(r2[0], rel=1e-12)
+    np.testing.assert_allclose(t1, t2, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(p1, p2, rtol=1e-12, atol=1e-12)
+    v, g = PathPotential(pot, ref, b, T_MIN).energy_and_grad(t1)
+    assert r1[0] == pytest.approx(v, rel=1e-13)
+    np.testing.assert_allclose(g1, g, rtol=1e-12, atol=1e-12)
+
+
 # --- exactness ----------------------------------------------------------------------------------
 
 def test_every_rung_of_both_legs_is_sampled_exactly_on_a_gaussian(gaussian_trace):

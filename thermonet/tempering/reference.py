@@ -144,6 +144,11 @@ class GaussianReference:
         """``log ∫ q`` = 0: ``q`` is a normalised density."""
         return 0.0
 
+    @property
+    def energy_offset(self) -> float:
+        """``R(mean)``: the constant in ``R(w) = |(w - mean)/scale|^2/2 + R(mean)``."""
+        return float(self._log_norm)
+
     def _outside(self, theta: FloatArray) -> bool:
         return self.half_width is not None and not bool(np.all(np.abs(theta)
                                                                < self.half_width))
@@ -216,6 +221,9 @@ class PathPotential(Potential):
         self.b = float(b)
         self.t_min = float(t_min)
         self.n_params = base.n_params
+        self._scratch: tuple[FloatArray, FloatArray] | None = None
+        self._compiled = type(base).trajectory is not Potential.trajectory
+        self._bridge: bool | None = None      # whether the base's bridge kernel takes V_b
 
     def energy(self, theta: FloatArray) -> float:
         if self.b == 1.0:              # q has no weight (and may be +inf outside its box)
@@ -247,6 +255,56 @@ class PathPotential(Potential):
             v = (1.0 - self.b) * r + c * float(e)
             g = (1.0 - self.b) * gr + c * np.asarray(ge)
         return v, g
+
+    def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
+                   inv_mass: FloatArray, step: float, n_steps: int, wall: int,
+                   half_width: FloatArray, runaway: float,
+                   precision: str = "float64") -> tuple[float, int, int, int]:
+        """One trajectory on ``V_b`` in a compiled call where the base has one (the built-in
+        MLP, float64); otherwise the generic Python loop over :meth:`energy_and_grad`.
+
+        ``T_min V_b`` is the base's own energy at ``b = 1`` and its TI bridge ``J_λ``
+        (:meth:`~thermonet.api.Potential.bridge_trajectory`) with ``λ = 1 - b``, centre
+        ``mean``, stiffness ``T_min / scale^2`` and ``E0 = T_min R(mean)`` in between.
+        Leapfrog on ``V = J/T_min`` with inverse mass ``M^-1`` is leapfrog on ``J`` with
+        momenta ``T_min p`` and inverse mass ``M^-1/T_min``: the same map, so the chain stays
+        exact. Outside a truncated ``q``'s box the bridge continues the Gaussian; the
+        sampler's end-point test (or the reflecting wall) keeps every state inside.
+        """
+        t = self.t_min
+        if self.b == 0.0 or not self._compiled or (self.b < 1.0 and self._bridge is False):
+            return Potential.trajectory(self, theta, p, grad, inv_mass, step, n_steps, wall,
+                                        half_width, runaway, precision)
+        # until the base is known to have a bridge kernel, keep the draws to fall back on
+        saved = (p.copy(), grad.copy()) if self.b < 1.0 and self._bridge is None else None
+        p *= t
+        grad *= t
+        inv_mass_t = inv_mass / t
+        if self.b == 1.0:
+            e, n, status, n_ref = self.base.trajectory(theta, p, grad, inv_mass_t, step,
+                                                       n_steps, wall, half_width, runaway,
+                                                       precision)
+            j = float(e)
+        else:
+            if self._scratch is None:
+                ref = self.reference
+                self._scratch = (t / (ref.scale * ref.scale), np.empty(self.n_params))
+            k_t, scratch = self._scratch
+            out = self.base.bridge_trajectory(
+                theta, p, grad, inv_mass_t, step, n_steps, wall, half_width, runaway,
+                1.0 - self.b, self.reference.mean, k_t, t * self.reference.energy_offset,
+                scratch)
+            if out is None:
+                # only on the first call (saved): the base declines before touching anything
+                self._bridge = False
+                p[:], grad[:] = saved if saved is not None else (p / t, grad / t)
+                return Potential.trajectory(self, theta, p, grad, inv_mass, step, n_steps,
+                                            wall, half_width, runaway, precision)
+            self._bridge = True
+            j, _, n, status, n_ref = out
+        p /= t
+        grad /= t
+        return j / t, n, status, n_ref
 
     def copy(self) -> PathPotential:
         return PathPotential(self.base.copy(), self.reference, self.b, self.t_min)
