@@ -6,9 +6,10 @@ Usage::
     python benchmarks/bench_calibration.py                 # N = 500, 5000; 1 and 2 threads
     python benchmarks/bench_calibration.py --quick         # N = 500 only, 3 rounds
 
-1. The calibration itself (``thermonet.kernels.matmul.calibration.measure`` and ``measure_own``, what
-   a first run does), repeated ``--repeats`` times: the time of one 128-row block of the M(3)
-   products for each backend (``numpy``, ``own`` and, if installed, ``mkl``) and the choice.
+1. The calibration itself (``thermonet.kernels.matmul.calibration.measure`` and
+   ``measure_own``, what a first run does), repeated ``--repeats`` times: the time of one
+   128-row block of the M(3) products for each backend (``numpy``, ``own`` and, if installed,
+   ``mkl``) and the choice.
 2. The full M(3) float64 energy+gradient (``bench_mlp.py``'s thermonet worker) with each
    backend forced by ``THERMONET_BLAS``, in interleaved rounds, best round; 1-thread workers
    pinned to one CPU, as in ``bench_mlp.py``.
@@ -16,7 +17,7 @@ Usage::
    whether the calibration chose it.
 
 Without MKL the choice is between ``numpy`` and ``own``.
-"""
+"""  # noqa: D400 - the summary is the question answered, and the --help description
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from harness import cpu_flags, cpu_model, versions
 
 
 def calibration_table(repeats: int) -> list[dict]:
+    """Run the backend calibration ``repeats`` times: each run's rates, choice and seconds."""
     from thermonet.kernels.matmul import backend, calibration
 
     dgemms = backend.candidates()
@@ -45,6 +47,7 @@ def calibration_table(repeats: int) -> list[dict]:
 
 
 def main(argv=None) -> int:
+    """Compare the calibration's backend choice with the full benchmark's and print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sizes", default=None, help="comma-separated N (default 500,5000)")

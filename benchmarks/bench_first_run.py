@@ -91,6 +91,7 @@ def _cpu() -> float:
 
 
 def child(args) -> dict:
+    """Build the run (or run the CLI) in this process and return its CPU times and compiles."""
     t0 = _cpu()
     import thermonet.kernels
 
@@ -152,6 +153,7 @@ def child(args) -> dict:
 
 
 def run_child(args, cache_dir: str) -> dict:
+    """Run :func:`child` in a subprocess on ``cache_dir`` and return its result with wall time."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--config", args.config]
     if args.cli:
         cmd += ["--cli", str(args.cli)]
@@ -324,6 +326,7 @@ def import_costs(top: int = 12) -> dict[str, float]:
 
 
 def print_breakdown(rows: list[dict], min_cpu: float) -> None:
+    """Print the compiles in call order, callees indented, those under ``min_cpu`` hidden."""
     # events end callee-first: a caller's row comes after its callees' rows; print in
     # call order (callers before callees) by walking the events backwards
     order = []
@@ -345,6 +348,7 @@ def print_breakdown(rows: list[dict], min_cpu: float) -> None:
 
 
 def main(argv=None) -> int:
+    """Parse the command line and run the cold/warm, first-iteration or import measurements."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default=DEFAULT_CONFIG)
     ap.add_argument("--repeats", type=int, default=2, help="cold/warm pairs (default 2)")

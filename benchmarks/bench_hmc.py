@@ -70,6 +70,8 @@ PyTorch and JAX are optional (measured when importable); they are not thermonet 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import math
 import os
@@ -140,10 +142,12 @@ def paired(stats: dict, key: str, calls) -> object:
 
 
 def paired_ratios(rec: dict, num: str, den: str, skip: int = 1) -> list[float]:
-    return [a / b for a, b in zip(rec[num][skip:], rec[den][skip:])]
+    """Ratios of the paired ``num`` and ``den`` times in ``rec``, the first ``skip`` left out."""
+    return [a / b for a, b in zip(rec[num][skip:], rec[den][skip:], strict=True)]
 
 
 def setup_thermonet(args):
+    """The thermonet HMC step, trajectory and L-gradient callables for every size, and stats."""
     import numpy as np
 
     keep = limit_blas(1)
@@ -211,7 +215,7 @@ def setup_thermonet(args):
         work = np.empty(int(km.work_size(pot.model.widths, pot.model.block)))
         partial = np.empty(pot.n_params)
 
-        def kgrads(pot=pot, th=theta, g=g, n_steps=args.L):
+        def kgrads(pot=pot, th=theta, g=g, n_steps=args.L, work=work, partial=partial):
             # the same kernel and arguments as MLPPotential.energy_and_grad (serial path)
             m = pot.model
             grad_loop(th, m.widths, m.out_act, m.x, m.y, m.block, work, partial, g, n_steps)
@@ -224,17 +228,16 @@ def setup_thermonet(args):
 
 
 def setup_torch(args):
+    """A hand-written PyTorch HMC step and L-gradient callables for every size, and their stats."""
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
-    try:
+    with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
     hw_flat = box_half_width()
     shapes, pos = [], 0
-    for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
+    for a, b in itertools.pairwise(WIDTHS):
         shapes.append(((pos, a * b, (b, a)), (pos + a * b, b, (b,))))
         pos += a * b + b
 
@@ -277,7 +280,7 @@ def setup_torch(args):
             ps = [torch.randn(q.shape, generator=gen, dtype=torch.float64).mul_(p_scale)
                   for q in qs_0]
             log_u = math.log(float(torch.rand(1, generator=gen, dtype=torch.float64)))
-            k0 = 0.5 * sum(float(torch.sum(p * p * m)) for p, m in zip(ps, ims))
+            k0 = 0.5 * sum(float(torch.sum(p * p * m)) for p, m in zip(ps, ims, strict=True))
             qs = [q.detach().clone().requires_grad_(True) for q in qs_0]
             e = math.nan
             for _ in range(n_steps):
@@ -287,8 +290,8 @@ def setup_torch(args):
                 e, gs = energy_grad(qs)
                 with torch.no_grad():
                     torch._foreach_add_(ps, gs, alpha=-0.5 * DT)       # half kick
-            k1 = 0.5 * sum(float(torch.sum(p * p * m)) for p, m in zip(ps, ims))
-            in_box = all(bool((q.detach().abs() < h).all()) for q, h in zip(qs, hws))
+            k1 = 0.5 * sum(float(torch.sum(p * p * m)) for p, m in zip(ps, ims, strict=True))
+            in_box = all(bool((q.detach().abs() < h).all()) for q, h in zip(qs, hws, strict=True))
             log_a = -((e + k1) - (e_0 + k0)) / TEMPERATURE if in_box else -math.inf
             ok = math.isfinite(e) and log_u < log_a
             st["n"] += 1
@@ -307,13 +310,14 @@ def setup_torch(args):
 
 
 def setup_jax(args):
+    """A one-``jax.jit`` HMC step and L-gradient callables for every size, and their stats."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
     shapes, pos = [], 0
-    for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
+    for a, b in itertools.pairwise(WIDTHS):
         shapes.append((pos, a, b))
         pos += a * b + b
 
@@ -494,7 +498,7 @@ class Worker:
         cmd += list(extra)
         e = dict(os.environ)
         e.update(env or {})
-        self.err = tempfile.TemporaryFile(mode="w+")
+        self.err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - the worker's stderr, read in wait_ready
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True, env=e)
         self.keys, self.info, self.error = [], {}, None
@@ -521,7 +525,7 @@ class Worker:
             self.p.stdin.write(json.dumps({"op": "quit"}) + "\n")
             self.p.stdin.flush()
             self.p.wait(timeout=60)
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.p.kill()
 
 
@@ -586,7 +590,7 @@ def run_bound(args, env, reps: int = 3) -> dict | None:
             return None
         alone.append(r)
         pair.append(sum(rs))
-    ratios = [b / a for a, b in zip(alone, pair)]
+    ratios = [b / a for a, b in zip(alone, pair, strict=True)]
     return {"alone": alone, "pair": pair, "ratios": ratios,
             "median": statistics.median(ratios)}
 
@@ -656,6 +660,7 @@ adapt_max_rounds = 2
 
 
 def worker_memory(args) -> dict:
+    """Run RE-HMC through thermonet.runner and return its RSS per iteration, peaks and estimates."""
     import resource
 
     import numpy as np
@@ -786,6 +791,7 @@ def worker_memory(args) -> dict:
 
 
 def run_memory(args, env) -> dict | None:
+    """Run :func:`worker_memory` in a subprocess and return its result, or None if it failed."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "memory", "--threads", "2",
            "--mem-iters", str(args.mem_iters)]
     e = dict(os.environ)
@@ -804,10 +810,12 @@ def run_memory(args, env) -> dict | None:
 
 
 def mb(v):
+    """``v`` bytes in MiB, or ``-`` for None."""
     return "-" if v is None else f"{v / 2**20:,.1f} MiB"
 
 
 def main(argv=None) -> int:
+    """Run a worker, or drive all workers and print (and optionally save) the tables."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer and shorter rounds")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
@@ -830,7 +838,7 @@ def main(argv=None) -> int:
                     help="do not pin 1-thread runs to one CPU (sched_setaffinity)")
     ap.add_argument("--json", default=None, help="also write all results to this file")
     ap.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--worker", choices=sorted(SETUPS) + ["memory", "bound"],
+    ap.add_argument("--worker", choices=[*sorted(SETUPS), "memory", "bound"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--re-workers", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--cpu", type=int, default=0, help=argparse.SUPPRESS)

@@ -10,9 +10,9 @@ factor, and ``diag(A^-1)`` by LAPACK dpotri: all the framework needs per cycle) 
 "eigh" (the eigendecomposition; ``--no-eigh`` skips it: several minutes for M(3)). Prints
 seconds on all cores, the ratio, and the largest relative difference of ``ln det A`` and
 ``diag(A^-1)`` between the two. Then the matrix-free path (``factorisation = "slq"``,
-:mod:`thermonet.evidence.mackay.stochastic`) on the same ``A`` through R-operator products: its seconds,
-products per probe, and its ``ln det A`` and per-layer ``Tr_c(A^-1)`` against the Cholesky
-values in units of its own standard errors. Usage::
+:mod:`thermonet.evidence.mackay.stochastic`) on the same ``A`` through R-operator products:
+its seconds, products per probe, and its ``ln det A`` and per-layer ``Tr_c(A^-1)`` against the
+Cholesky values in units of its own standard errors. Usage::
 
     python benchmarks/bench_mackay_factor.py [--models M1 M3] [--no-eigh] [--shift 1000]
 """
@@ -39,8 +39,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from thermonet.data import load_data
-    from thermonet.evidence.mackay.factorised import factorise
     from thermonet.evidence.mackay.classify import GaussianPriorClassifier
+    from thermonet.evidence.mackay.factorised import factorise
     from thermonet.evidence.mackay.models import layer_groups
     from thermonet.registry import get_architecture
 

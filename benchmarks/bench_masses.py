@@ -8,7 +8,7 @@ per scheme: restarts, round trips, the barrier, and dt / acceptance at the colde
 finite rungs. Counts are deterministic for a seed; wall time is for scale only.
 
     python benchmarks/bench_masses.py --iters 400
-"""
+"""  # noqa: D400 - the summary is the question answered, and the --help description
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from harness import cpu_model
 
 
 def run(masses: bool, args) -> dict:
+    """Run NRPT on M(3) with unit or per-rung masses and return its mixing and step statistics."""
     from thermonet.analysis.mixing import replica_passages
     from thermonet.architectures.mlp import M3
     from thermonet.data import load_dataset
@@ -61,6 +62,7 @@ def run(masses: bool, args) -> dict:
 
 
 def main() -> int:
+    """Run both mass schemes and print one table row for each."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iters", type=int, default=400)
     ap.add_argument("--mass-iters", type=int, default=100)

@@ -45,6 +45,8 @@ PyTorch and JAX are optional (measured when importable); they are not thermonet 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import math
 import os
@@ -73,7 +75,7 @@ GEMM_N = 2048
 
 def flops_per_point(with_input_grad: bool) -> int:
     """GEMM FLOPs of one energy+gradient per data point for the MLP ``WIDTHS``."""
-    pairs = list(zip(WIDTHS[:-1], WIDTHS[1:]))
+    pairs = list(itertools.pairwise(WIDTHS))
     fwd = sum(2 * a * b for a, b in pairs)          # z = a W^T
     gw = fwd                                        # dW = dz^T a
     da = sum(2 * a * b for a, b in pairs[1:])       # da = dz W for hidden layers
@@ -94,6 +96,7 @@ FLOP_FULL = flops_per_point(True)    # 83,040
 
 
 def setup_gemm(args):
+    """GEMM callables (float64, float32 and scipy's dgemm) of ``GEMM_N`` square matrices."""
     import numpy as np
     from scipy.linalg.blas import dgemm
 
@@ -113,6 +116,7 @@ def setup_gemm(args):
 
 
 def setup_thermonet(args):
+    """The thermonet M(3) energy+gradient callables for every size, and BLAS and thread facts."""
     import numpy as np
 
     import thermonet.kernels  # noqa: F401  (before Numba: it chooses the vector width)
@@ -147,14 +151,13 @@ def setup_thermonet(args):
 
 
 def setup_torch(args):
+    """PyTorch autograd M(3) energy+gradient callables for every size, and their energies."""
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(args.threads)
-    try:
+    with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
     fns, info = {}, {"num_threads": torch.get_num_threads(), "energy": {}}
     n_layers = len(WIDTHS) - 1
     for n in args.sizes:
@@ -162,7 +165,7 @@ def setup_torch(args):
         xt = torch.from_numpy(x)
         yt = torch.from_numpy(y)
         params, pos = [], 0
-        for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
+        for a, b in itertools.pairwise(WIDTHS):
             params.append(torch.tensor(theta[pos:pos + a * b].reshape(b, a), requires_grad=True))
             pos += a * b
             params.append(torch.tensor(theta[pos:pos + b], requires_grad=True))
@@ -184,13 +187,14 @@ def setup_torch(args):
 
 
 def setup_jax(args):
+    """Jitted JAX M(3) energy+gradient callables for every size, and their energies."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
     shapes, pos = [], 0
-    for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
+    for a, b in itertools.pairwise(WIDTHS):
         shapes.append((pos, a, b))
         pos += a * b + b
 
@@ -259,7 +263,7 @@ class Worker:
         cmd += list(extra)
         e = dict(os.environ)
         e.update(env or {})
-        self.err = tempfile.TemporaryFile(mode="w+")
+        self.err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - the worker's stderr, read in wait_ready
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True, env=e)
         self.keys, self.info, self.error = [], {}, None
@@ -286,7 +290,7 @@ class Worker:
             self.p.stdin.write(json.dumps({"op": "quit"}) + "\n")
             self.p.stdin.flush()
             self.p.wait(timeout=30)
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.p.kill()
 
 
@@ -361,6 +365,7 @@ ONESHOT = {"compile": worker_compile, "precision": worker_precision}
 
 
 def run_oneshot(name: str, args, env=None, timeout=1800):
+    """Run the one-shot worker ``name`` in a subprocess: its result, or None if it failed."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--threads", "1"]
     e = dict(os.environ)
     e.update(env or {})
@@ -378,6 +383,7 @@ def run_oneshot(name: str, args, env=None, timeout=1800):
 
 
 def main(argv=None) -> int:
+    """Run a worker, or drive all workers and print (and optionally save) the tables."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer and shorter rounds")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
@@ -448,15 +454,15 @@ def main(argv=None) -> int:
         specs.append((("gemm", "-", t), "gemm", t, [], {}))
     for dt in ("float64", "float32"):
         for t in thread_counts:
-            specs.append((("thermonet", dt, t), "thermonet", t, ["--dtype", dt] + blk, {}))
+            specs.append((("thermonet", dt, t), "thermonet", t, ["--dtype", dt, *blk], {}))
     for t in thread_counts:      # the same kernels with NumPy's BLAS (np.dot -> OpenBLAS)
-        specs.append((("tn-openblas", "float64", t), "thermonet", t, ["--dtype", "float64"] + blk,
+        specs.append((("tn-openblas", "float64", t), "thermonet", t, ["--dtype", "float64", *blk],
                       {"THERMONET_BLAS": "numpy"}))
     from thermonet.kernels.matmul import backend as tn_backend
     if tn_backend.load_mkl()[0] is not None:
         for t in thread_counts:  # the same kernels with MKL
             specs.append((("tn-mkl", "float64", t), "thermonet", t,
-                          ["--dtype", "float64"] + blk, {"THERMONET_BLAS": "mkl"}))
+                          ["--dtype", "float64", *blk], {"THERMONET_BLAS": "mkl"}))
     for t in thread_counts:
         if has["torch"]:
             specs.append((("pytorch", "float64", t), "torch", t, [],

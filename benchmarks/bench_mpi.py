@@ -37,6 +37,7 @@ CASES = {"overhead": (8, 2, None), "payload": (112, 13970, None),
 
 
 def engine(case: str, executor):
+    """The replica-exchange engine of ``case`` on ``executor``."""
     from thermonet import registry
     from thermonet.priors import BoxPrior
     from thermonet.tempering import Ladder, RandomPairs, ReplicaExchange
@@ -84,6 +85,7 @@ def worker(case: str, iterations: int) -> None:
 
 
 def mpi_run(mpiexec: str, ranks: int, case: str, iterations: int) -> dict:
+    """Run :func:`worker` on ``ranks`` MPI ranks and return rank 0's result."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, __file__, "--worker", case,
@@ -93,6 +95,7 @@ def mpi_run(mpiexec: str, ranks: int, case: str, iterations: int) -> dict:
 
 
 def main() -> None:
+    """Time every case on the serial, thread and MPI executors and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--iterations", type=int, default=200)

@@ -71,6 +71,7 @@ def round_trips(replica_nk: np.ndarray) -> int:
 
 def run_scheme(name: str, budget: float, n_leapfrog: int, k_nrpt: int, seed: int,
                wall: str, n_trajectories: int = 1, budget_iterations: int = 200) -> dict:
+    """Run scheme ``name`` on M(3) for ``budget`` gradients and return its round trips and costs."""
     from thermonet.architectures.mlp import M3
     from thermonet.data import load_dataset
     from thermonet.priors import BoxPrior
@@ -224,6 +225,7 @@ def compare_runs(first_dir: str, second_dir: str) -> int:
 
 
 def main() -> int:
+    """Run the schemes (or compare two run directories) and print the table and ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", nargs=2, metavar=("FIRST_DIR", "SECOND_DIR"),
                     help="compare two finished run directories at an equal gradient budget")

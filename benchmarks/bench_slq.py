@@ -30,9 +30,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from thermonet.data import load_data
+    from thermonet.evidence.mackay.classify import GaussianPriorClassifier
     from thermonet.evidence.mackay.factorised import factorise
     from thermonet.evidence.mackay.framework import evaluate_at
-    from thermonet.evidence.mackay.classify import GaussianPriorClassifier
     from thermonet.evidence.mackay.models import layer_groups
     from thermonet.evidence.mackay.stochastic import stochastic_factorise
     from thermonet.registry import get_architecture

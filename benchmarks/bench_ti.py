@@ -13,8 +13,8 @@ What is measured, all in this one process (BLAS capped at one thread, Numba at o
 
    * ``raw grad``: L calls of ``potential.energy_and_grad`` from Python (the reference cost);
    * ``base traj``: the MLP's own compiled trajectory (what TI uses at λ = 0);
-   * ``bridge traj (compiled)``: :class:`thermonet.evidence.ti.integration.BridgePotential` at λ = 0.5,
-     which runs :func:`thermonet.kernels.bridge.mlp_bridge_trajectory`;
+   * ``bridge traj (compiled)``: :class:`thermonet.evidence.ti.integration.BridgePotential`
+     at λ = 0.5, which runs :func:`thermonet.kernels.bridge.mlp_bridge_trajectory`;
    * ``bridge traj (Python)``: the same bridge through the generic
      ``thermonet.api.Potential.trajectory`` (one ``energy_and_grad`` call per step).
 
@@ -62,6 +62,7 @@ class Meter:
 
 
 def main() -> int:
+    """Time the trajectories and a short TI run on M(3) / D500 and print (and save) the results."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=None)
@@ -150,16 +151,16 @@ def main() -> int:
                  "other_cores_median": statistics.median(meter.other), "per_step": {}}
     for name, _ in calls:
         ts = meter.times[name]
-        ratio = statistics.median(a / b for a, b in zip(ts, meter.times["raw grad"]))
+        ratio = statistics.median(a / b for a, b in zip(ts, meter.times["raw grad"], strict=True))
         print(f"{name:28s} {1e3 * min(ts) / L_STEPS:13.3f} "
               f"{1e3 * statistics.median(ts) / L_STEPS:8.3f} {100 * (ratio - 1):+31.1f}%")
         out["per_step"][name] = {"best_ms": 1e3 * min(ts) / L_STEPS,
                                  "median_ms": 1e3 * statistics.median(ts) / L_STEPS,
                                  "overhead_vs_raw": ratio - 1}
     r_c = statistics.median(a / b for a, b in zip(meter.times["bridge traj (compiled)"],
-                                                    meter.times["base traj"]))
+                                                    meter.times["base traj"], strict=True))
     r_p = statistics.median(a / b for a, b in zip(meter.times["bridge traj (Python)"],
-                                                    meter.times["base traj"]))
+                                                    meter.times["base traj"], strict=True))
     print(f"bridge over the MLP's own compiled trajectory: compiled {100 * (r_c - 1):+.1f}%, "
           f"Python {100 * (r_p - 1):+.1f}%")
     out["bridge_vs_base"] = {"compiled": r_c - 1, "python": r_p - 1}

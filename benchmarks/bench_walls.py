@@ -19,6 +19,7 @@ from harness import cpu_model, versions
 
 
 def main() -> int:
+    """Run HMC from a prior draw at every (wall, T, dt) and print acceptance and energy."""
     from thermonet.architectures.mlp import M3
     from thermonet.data import load_dataset
     from thermonet.priors import BoxPrior

@@ -7,6 +7,7 @@ Imported by bench_mlp.py, bench_hmc.py and bench_ti.py (run as scripts from any 
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import platform
 import time
@@ -41,7 +42,7 @@ def calibrate(f, min_time: float) -> tuple[int, float]:
             break
         n *= 2
     per_call = dt / n
-    return max(1, int(round(min_time / max(per_call, 1e-9)))), per_call
+    return max(1, round(min_time / max(per_call, 1e-9))), per_call
 
 
 def timed_loop(f, n: int, warmup: int = 2) -> dict:
@@ -72,7 +73,7 @@ def make_data(n: int, seed: int = 0):
     x = rng.standard_normal((n, WIDTHS[0]))
     y = rng.integers(0, WIDTHS[-1], size=n).astype(np.int64)
     parts = []
-    for a, b in zip(WIDTHS[:-1], WIDTHS[1:]):
+    for a, b in itertools.pairwise(WIDTHS):
         parts.append(rng.standard_normal(a * b) / (a + 1) ** 0.5)
         parts.append(rng.standard_normal(b) / (a + 1) ** 0.5)
     return x, y, np.concatenate(parts)
@@ -87,15 +88,25 @@ def limit_blas(n: int):
 
 
 def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo)."""
+    """The CPU's model name with its family and model numbers (from /proc/cpuinfo): a virtual
+    machine often reports only "AMD EPYC"."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "cpu family", "model") and key not in fields:
+                    fields[key] = value.strip()
+                if not line.strip() and fields:
+                    break
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    name = fields.get("model name") or platform.processor() or "unknown"
+    extra = []
+    if "cpu family" in fields and "model" in fields:
+        extra.append(f"family {fields['cpu family']} model {fields['model']}")
+    return f"{name} ({', '.join(extra)})" if extra else name
 
 
 def cpu_flags() -> set:
@@ -118,7 +129,7 @@ def versions() -> dict:
                 "jax", "jaxlib"):
         try:
             v[mod] = importlib.import_module(mod).__version__
-        except Exception:  # noqa: BLE001
+        except Exception:
             v[mod] = None
     try:
         import scipy.linalg.cython_blas  # noqa: F401
@@ -127,7 +138,7 @@ def versions() -> dict:
         v["blas"] = "; ".join(f"{i.get('internal_api')} {i.get('version')} "
                               f"({os.path.basename(i.get('filepath', ''))})"
                               for i in threadpool_info() if i.get("user_api") == "blas")
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     try:
         import llvmlite.binding as llvm
@@ -135,7 +146,7 @@ def versions() -> dict:
 
         v["numba_svml"] = bool(numba.config.USING_SVML)
         v["llvm_cpu"] = llvm.get_host_cpu_name()
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return v
 
