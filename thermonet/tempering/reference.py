@@ -36,6 +36,7 @@ import numpy as np
 
 from thermonet.api import Potential
 from thermonet.errors import ConfigError
+from thermonet.kernels.bridge import quadratic
 from thermonet.types import FloatArray
 
 #: smallest scale of a fitted coordinate, relative to the largest, so that a coordinate the
@@ -65,6 +66,7 @@ class GaussianReference:
     scale: FloatArray
     half_width: FloatArray | None = None
     _log_norm: float = field(init=False, repr=False, compare=False)
+    _precision: FloatArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         m = np.array(self.mean, dtype=np.float64)
@@ -97,6 +99,9 @@ class GaussianReference:
         object.__setattr__(self, "scale", s)
         object.__setattr__(self, "half_width", h)
         object.__setattr__(self, "_log_norm", log_norm)
+        precision = 1.0 / (s * s)
+        precision.flags.writeable = False
+        object.__setattr__(self, "_precision", precision)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, GaussianReference)
@@ -157,8 +162,10 @@ class GaussianReference:
         """``R(w) = -log q(w)`` (``+inf`` outside the box of a truncated ``q``)."""
         if self._outside(theta):
             return math.inf
-        z = (theta - self.mean) / self.scale
-        return float(0.5 * np.dot(z, z) + self._log_norm)
+        # compiled, without temporaries: the engine calls this for every rung and iteration,
+        # and NumPy's version (two arrays and a BLAS dot) cost as much as a trajectory
+        return float(quadratic(np.ascontiguousarray(theta, dtype=np.float64), self.mean,
+                               self._precision) + self._log_norm)
 
     def energy_and_grad(self, theta: FloatArray) -> tuple[float, FloatArray]:
         """``R(w)`` and its gradient ``(w - mean) / scale^2`` (inside the box)."""
