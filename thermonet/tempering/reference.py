@@ -150,6 +150,11 @@ class GaussianReference:
         return 0.0
 
     @property
+    def precision(self) -> FloatArray:
+        """``1 / scale^2`` per coordinate (read-only): the stiffness of ``R``."""
+        return self._precision
+
+    @property
     def energy_offset(self) -> float:
         """``R(mean)``: the constant in ``R(w) = |(w - mean)/scale|^2/2 + R(mean)``."""
         return float(self._log_norm)
@@ -294,8 +299,7 @@ class PathPotential(Potential):
             j = float(e)
         else:
             if self._scratch is None:
-                ref = self.reference
-                self._scratch = (t / (ref.scale * ref.scale), np.empty(self.n_params))
+                self._scratch = (t * self.reference.precision, np.empty(self.n_params))
             k_t, scratch = self._scratch
             out = self.base.bridge_trajectory(
                 theta, p, grad, inv_mass_t, step, n_steps, wall, half_width, runaway,
