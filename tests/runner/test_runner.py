@@ -343,6 +343,10 @@ def test_progress_bar_on_a_terminal_log_lines_otherwise_nothing_when_quiet(caplo
     caplog.clear()
     ProgressLine(quiet=True, stream=quiet)(RunProgress(10, 10, 0, 0.5, 0.2, 1.0))
     assert quiet.text == "" and not caplog.records
+    # no swap attempted (one rung, or chains): no swap rate, rather than a misleading 0.00
+    none = _Stream(True)
+    ProgressLine(stream=none)(RunProgress(10, 10, 0, 0.5, float("nan"), 1.0))
+    assert "acc 0.50  E(T_min)" in none.text and "swap" not in none.text
 
 
 def test_progress_rate_is_timed_from_the_first_report_not_from_the_start(caplog):

@@ -133,8 +133,11 @@ class RunProgress:
         t_origin, done_origin = self.origin
         rate = (done - done_origin) / (now - t_origin) if now > t_origin else math.nan
         eta = (total - done) / rate if rate > 0 else math.inf
+        # a run without swaps (one rung, or independent chains) has no swap rate to show
+        swap = (f"swap {report.swap_acceptance:.2f}  "
+                if math.isfinite(report.swap_acceptance) else "")
         msg = (f"iteration {done}/{total}  acc {report.acceptance:.2f}  "
-               f"swap {report.swap_acceptance:.2f}  E(T_min) {report.energy:.4g}  "
+               f"{swap}E(T_min) {report.energy:.4g}  "
                f"{f'{rate:.2f}' if math.isfinite(rate) else '--'} it/s  "
                f"ETA {clock(eta) if math.isfinite(eta) else '--'}")
         frozen = getattr(report, "frozen", ())

@@ -12,7 +12,7 @@ class RunProgress(NamedTuple):
     total: int                #: ``run.n_iterations``
     start: int                #: the iteration this call of :meth:`Run.run` started from
     acceptance: float         #: fraction of accepted transitions since ``start``
-    swap_acceptance: float    #: fraction of accepted swaps since ``start``
+    swap_acceptance: float    #: fraction of accepted swaps since ``start`` (NaN: none tried)
     energy: float             #: E at the coldest slot
     #: sampled slots that accepted no transition in the last :data:`FROZEN_WINDOW` iterations
     frozen: tuple[int, ...] = ()

@@ -411,7 +411,8 @@ class Run:
                     frozen = tuple(int(k) for k in np.flatnonzero(
                         (recent.sum(axis=0) == 0) & sampled))
                 progress(RunProgress(i, total, start, n_accepted / max(n_transitions, 1),
-                                     n_swaps_accepted / max(n_swaps_attempted, 1),
+                                     (n_swaps_accepted / n_swaps_attempted
+                                      if n_swaps_attempted else float("nan")),
                                      float(info.energy_k[0]), frozen))
         log.info("run finished at iteration %d", self.iteration)
         return self
