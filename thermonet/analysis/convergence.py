@@ -23,12 +23,9 @@ import numpy as np
 #: 1.05 is the looser bar for "the chains have not obviously failed")
 RHAT_MAX = 1.05
 
-#: bulk ESS below this is flagged (Vehtari et al. 2021: 100 per quantity at the least)
+#: bulk ESS below this: not mixed, unless ``run.min_ess`` says otherwise (Vehtari et al. 2021:
+#: 100 per quantity at the least)
 ESS_MIN = 100.0
-
-#: bulk ESS below this decides "not mixed": fewer effective draws than this at a temperature
-#: means the chain has not forgotten its start there, whatever else the run did
-ESS_DECIDES = 10.0
 
 
 # --- rank normalisation ------------------------------------------------------------------------
@@ -257,5 +254,5 @@ def chain_diagnostics(draws: Any) -> dict[str, np.ndarray]:
             "ess_tail": np.array([ess_tail(x[:, :, j]) for j in range(k)])}
 
 
-__all__ = ["ESS_DECIDES", "ESS_MIN", "RHAT_MAX", "chain_diagnostics", "ess", "ess_bulk", "ess_tail",
+__all__ = ["ESS_MIN", "RHAT_MAX", "chain_diagnostics", "ess", "ess_bulk", "ess_tail",
            "normal_quantile", "rank_normalise", "split_chains", "split_rhat"]

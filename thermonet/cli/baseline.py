@@ -59,8 +59,9 @@ def _load_baseline_config(ctx: click.Context, param: click.Parameter, value: str
 @click.command(short_help="The paper's standard-optimisation baseline (Sec. 3.4).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               is_eager=True, expose_value=False, callback=_load_baseline_config,
-              help="A TOML file whose [baseline] table gives the options (e.g. "
-                   "sample_runs/baseline_M3_D500.toml); options given here override it.")
+              help="A TOML file whose [baseline] table gives the options, those marked "
+                   "required included (e.g. sample_runs/baseline_M3_D500.toml); options "
+                   "given here override it.")
 @common_options
 @click.option("--draws", "n_draws", type=int, callback=in_range(COUNT), required=True,
               help="Number of standard initial draws, each minimised once.")
