@@ -26,9 +26,11 @@ regenerated at the prior rung. Usage::
 ``--runs FIRST_DIR SECOND_DIR`` compares two finished ``thermonet run`` directories instead
 (the long runs of docs/performance.md, made with the run's full warm-up; or two NRPT runs
 with other local moves, as docs/lab/2026-11-28-m3-masses.md): it charges each run its
-warm-up gradients (mass estimation included), cuts the longer run at the shorter one's
-total so that both spend the same number of gradients, counts round trips and restarts in
-that budget, and sets them beside what the same swap rejection rates allow under efficient
+warm-up gradients (mass estimation and an adaptive local budget's measurement included),
+cuts the longer run at the shorter one's total so that both spend the same number of
+gradients (or both at ``--budget``; one directory alone is counted at ``--budget``, to set a
+run beside counts already published), counts round trips and restarts in that budget, and
+sets them beside what the same swap rejection rates allow under efficient
 local exploration (ELE): the expectation for NRPT, an upper bound for random pairs
 (:func:`thermonet.analysis.ideal_exchange.random_pairs_bound`)::
 
@@ -163,10 +165,14 @@ def run_costs(run_dir: str) -> dict:
     # per-rung masses: their estimation iterations and the dt re-tune after them
     masses = int(cfg["ladder"].get("adapt_masses", 0)) if s.get("per_rung_masses") else 0
     warm_iterations += masses
+    # an adaptive local budget measures each rung's rho1 over these iterations, at the
+    # uniform scheme's gradients per iteration (the allocation keeps the total)
+    adaptive = cfg["ladder"].get("local_budget") == "adaptive"
+    warm_iterations += int(cfg["ladder"].get("local_budget_iterations", 0)) if adaptive else 0
     tune = (len(rounds) + (masses > 0)) \
         * int(cfg["sampler"].get("warmup_transitions", 0)) * finite * length
     label = f"{cfg['ladder']['swap_scheme']}, {cfg['ladder']['n_trajectories']} traj" \
-        + (", masses" if masses else "")
+        + (", masses" if masses else "") + (", adaptive" if adaptive else "")
     return {"dir": run_dir, "scheme": cfg["ladder"]["swap_scheme"], "label": label,
             "slots": temps.size,
             "per_iteration": per_iteration,
@@ -175,14 +181,21 @@ def run_costs(run_dir: str) -> dict:
             "trace": read_trace(run_dir)}
 
 
-def compare_runs(first_dir: str, second_dir: str) -> int:
-    """Round trips of two finished runs at an equal gradient budget (module docstring)."""
+def compare_runs(run_dirs: list[str], budget: float | None = None) -> int:
+    """Round trips of one or two finished runs at an equal gradient budget (module
+    docstring): the smaller run's total, or ``budget`` if given (at most that total)."""
     from thermonet.analysis.ideal_exchange import ideal_passages, random_pairs_bound
     from thermonet.analysis.mixing import replica_passages, swap_barrier
     from thermonet.stats import rate_ratio_interval
 
-    runs = [run_costs(first_dir), run_costs(second_dir)]
-    budget = min(r["warmup"] + r["per_iteration"] * len(r["trace"]["iteration"]) for r in runs)
+    if len(run_dirs) not in (1, 2):
+        raise SystemExit(f"--runs got {len(run_dirs)} directories; expected one or two")
+    runs = [run_costs(d) for d in run_dirs]
+    total = min(r["warmup"] + r["per_iteration"] * len(r["trace"]["iteration"]) for r in runs)
+    if budget is not None and budget > total:
+        raise SystemExit(f"--budget {budget:.4g} exceeds the gradients of the run(s), "
+                         f"{total:.4g}; expected at most that (or no --budget)")
+    budget = total if budget is None else float(budget)
     v = versions()
     print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
           f"numba {v['numba']}")
@@ -211,6 +224,8 @@ def compare_runs(first_dir: str, second_dir: str) -> int:
               f"{n:6d} {trips:5d} {int(p.restarts.sum()):8d} {rates[-1][0]:9.3f} "
               f"{label + format(ele.round_trips, '.1f'):>10s} {rates[-1][1]:8.3f} "
               f"{r['barrier']:6.3g}")
+    if len(runs) == 1:
+        return 0
     low, high = rate_ratio_interval(trips_of[0], trips_of[1])
     (first, _), (second, second_ele) = rates
     names = f"{runs[0]['label']} / {runs[1]['label']}"
@@ -227,8 +242,10 @@ def compare_runs(first_dir: str, second_dir: str) -> int:
 def main() -> int:
     """Run the schemes (or compare two run directories) and print the table and ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", nargs=2, metavar=("FIRST_DIR", "SECOND_DIR"),
-                    help="compare two finished run directories at an equal gradient budget")
+    ap.add_argument("--runs", nargs="+", metavar="RUN_DIR",
+                    help="count one finished run directory, or compare two at an equal "
+                         "gradient budget (--budget: at that budget instead of the smaller "
+                         "run's total)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", type=float, default=None, help="gradients per scheme")
     ap.add_argument("--leapfrog", type=int, default=10)
@@ -245,7 +262,7 @@ def main() -> int:
                     help="box wall of NRPT's HMC (the paper scheme keeps its end-point test)")
     args = ap.parse_args()
     if args.runs:
-        return compare_runs(*args.runs)
+        return compare_runs(args.runs, args.budget)
     budget = args.budget or (4e5 if args.quick else 2e6)
     v = versions()
     print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "

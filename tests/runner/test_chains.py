@@ -507,3 +507,36 @@ def test_chains_stats_measures_no_autocorrelation_across_chains():
 
     m, e, _ = chains_stats(y)
     assert (m, e) == pytest.approx(ref.mean_of_chains(y), rel=1e-12)
+
+
+def test_the_progress_of_chains_names_chains_and_shows_no_swap_rate(one_rung, tmp_path):
+    from thermonet.cli.options import RunProgress as ProgressLine
+    from thermonet.runner import RunProgress
+
+    reports = []
+    try:
+        Run.create(cfgmod.load(one_rung, {"run.n_iterations": 3}), tmp_path / "r").run(
+            reports.append)
+    finally:
+        detach_log()
+    assert [r.unit for r in reports] == ["chain"] * 3
+    assert all(np.isnan(r.swap_acceptance) for r in reports)    # chains never swap
+
+    class Stream:
+        text = ""
+
+        def isatty(self):
+            return True
+
+        def write(self, s):
+            self.text += s
+
+        def flush(self):
+            pass
+
+    out = Stream()
+    ProgressLine(stream=out)(RunProgress(30, 30, 0, 0.5, float("nan"), 1.0, (3,), "chain"))
+    assert "FROZEN: chain 3 accepted nothing" in out.text and "swap" not in out.text
+    out = Stream()
+    ProgressLine(stream=out)(RunProgress(30, 30, 0, 0.5, 0.4, 1.0, (1, 2)))
+    assert "FROZEN: slots 1, 2 accepted nothing" in out.text and "swap 0.40" in out.text

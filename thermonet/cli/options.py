@@ -145,7 +145,8 @@ class RunProgress:
             from thermonet.runner import FROZEN_WINDOW
 
             # loud: a rung that accepts nothing is not sampling (step size too large)
-            msg += (f"  FROZEN: slot{'s' if len(frozen) > 1 else ''} "
+            unit = getattr(report, "unit", "slot")
+            msg += (f"  FROZEN: {unit}{'s' if len(frozen) > 1 else ''} "
                     f"{', '.join(map(str, frozen))} accepted nothing in the last "
                     f"{FROZEN_WINDOW} iterations")
         if self.tty:

@@ -16,6 +16,8 @@ class RunProgress(NamedTuple):
     energy: float             #: E at the coldest slot
     #: sampled slots that accepted no transition in the last :data:`FROZEN_WINDOW` iterations
     frozen: tuple[int, ...] = ()
+    #: what a slot is: ``"slot"`` of a ladder, or ``"chain"`` of a run of independent chains
+    unit: str = "slot"
 
 
 #: iterations over which a slot that accepts nothing is reported as frozen in the progress

@@ -413,7 +413,9 @@ class Run:
                 progress(RunProgress(i, total, start, n_accepted / max(n_transitions, 1),
                                      (n_swaps_accepted / n_swaps_attempted
                                       if n_swaps_attempted else float("nan")),
-                                     float(info.energy_k[0]), frozen))
+                                     float(info.energy_k[0]), frozen,
+                                     "chain" if int(settings.get("chains") or 1) > 1
+                                     else "slot"))
         log.info("run finished at iteration %d", self.iteration)
         return self
 
