@@ -210,13 +210,30 @@ def test_census_arithmetic_against_numpy():
         census([1.0], [0.1, 0.2], [None], None)
 
 
-def test_analyse_prints_the_log_evidence_with_its_meaning(ladder_run, tmp_path):
-    res = CliRunner().invoke(main, ["analyse", str(ladder_run), "--out",
-                                    str(tmp_path / "a")])
+def _evidence_line(run_dir, out):
+    res = CliRunner().invoke(main, ["analyse", str(run_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    line = next(ln for ln in res.output.splitlines() if ln.startswith("evidence"))
+    return next(ln for ln in res.output.splitlines() if ln.startswith("evidence"))
+
+
+@pytest.mark.slow
+def test_analyse_prints_the_log_evidence_with_its_meaning(ladder_run, tmp_path):
+    line = _evidence_line(ladder_run, tmp_path / "a")
     ev = run_log_evidence(ladder_run)
+    assert ev.mixed
     assert f"{ev.log_z_ss:.4f}" in line and "the model's evidence" in line
+    assert "NOT" not in line
+
+
+def test_analyse_says_a_short_runs_log_evidence_is_not_the_models(tmp_path):
+    # the same ladder for 150 iterations: too few restarts for the verdict
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(RUN.replace("n_iterations = 3000", "n_iterations = 150"))
+    run_config(cfg, tmp_path / "r")
+    line = _evidence_line(tmp_path / "r", tmp_path / "a")
+    ev = run_log_evidence(tmp_path / "r")
+    assert not ev.mixed
+    assert f"{ev.log_z_ss:.4f}" in line and "NOT the model's evidence" in line
 
 
 def test_log_evidence_needs_a_prior_rung_and_says_when_not_mixed():
