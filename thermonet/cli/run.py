@@ -273,17 +273,20 @@ def _summary(s: dict[str, Any]) -> None:
     # a one-rung run of several chains: one row per chain, at the one temperature, with
     # the split R-hat of the chain's own energy (its two halves)
     chain_rhat = s.get("chain_rhat") if chains > 1 else None
+    # independent chains neither swap nor have swap rounds: no swap or rho1 column
+    ladder_cols = chains == 1
     click.echo(f"{'chain' if chains > 1 else 'slot':>4} {'T':>10} {'accept':>7} {'dt':>10} "
-               f"{'<E>':>12} {'swap->next':>10} {'rho1(E)':>8}"
+               f"{'<E>':>12}" + (f" {'swap->next':>10} {'rho1(E)':>8}" if ladder_cols else "")
                + (f" {'R-hat(E)':>8}" if chain_rhat else ""))
     slot_t = [t for t in s["temperatures"] for _ in range(chains)]
     rho = rho if len(rho) == len(slot_t) else [math.nan] * len(slot_t)
     for k, t in enumerate(slot_t):
         sw = s["swap_acceptance"][k] if k < len(s["swap_acceptance"]) else None
         own = f" {_rhat(chain_rhat[k]):>8}" if chain_rhat else ""
+        swap_rho = (f" {'' if sw is None else _fmt(sw):>10} {_fmt(rho[k]):>8}"
+                    if ladder_cols else "")
         click.echo(f"{k:>4} {t:>10.4g} {_fmt(s['acceptance'][k]):>7} {s['dt'][k]:>10.4g} "
-                   f"{_fmt(s['mean_energy'][k]):>12} {'' if sw is None else _fmt(sw):>10} "
-                   f"{_fmt(rho[k]):>8}{own}")
+                   f"{_fmt(s['mean_energy'][k]):>12}{swap_rho}{own}")
     hyper = s.get("hyperparameters") or {}
     for k, row in enumerate(hyper.get("width", [])):
         cells = ", ".join(f"{n} {v:.4g} ± {e:.2g}" for n, v, e in
