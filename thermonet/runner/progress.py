@@ -24,4 +24,14 @@ class RunProgress(NamedTuple):
 FROZEN_WINDOW = 20
 
 
-__all__ = ["FROZEN_WINDOW", "RunProgress"]
+def rate(accepted: int, attempted: int) -> float:
+    """``accepted / attempted``; NaN when nothing was attempted (a run without swaps)."""
+    return accepted / attempted if attempted else float("nan")
+
+
+def unit(chains: int | None) -> str:
+    """What a slot of a run with ``run.chains = chains`` is: a chain, or a ladder's slot."""
+    return "chain" if int(chains or 1) > 1 else "slot"
+
+
+__all__ = ["FROZEN_WINDOW", "RunProgress", "rate", "unit"]

@@ -59,7 +59,7 @@ from thermonet.runner.initialisation import (
     interrupted,
     read_partial,
 )
-from thermonet.runner.progress import FROZEN_WINDOW, RunProgress
+from thermonet.runner.progress import FROZEN_WINDOW, RunProgress, rate, unit
 from thermonet.runner.runlog import attach_log, detach_log
 from thermonet.tempering import Ladder, REInfo, REState, Streams
 from thermonet.tempering.warmup import WarmUpState
@@ -411,11 +411,9 @@ class Run:
                     frozen = tuple(int(k) for k in np.flatnonzero(
                         (recent.sum(axis=0) == 0) & sampled))
                 progress(RunProgress(i, total, start, n_accepted / max(n_transitions, 1),
-                                     (n_swaps_accepted / n_swaps_attempted
-                                      if n_swaps_attempted else float("nan")),
+                                     rate(n_swaps_accepted, n_swaps_attempted),
                                      float(info.energy_k[0]), frozen,
-                                     "chain" if int(settings.get("chains") or 1) > 1
-                                     else "slot"))
+                                     unit(settings.get("chains"))))
         log.info("run finished at iteration %d", self.iteration)
         return self
 
