@@ -59,7 +59,7 @@ import argparse
 import time
 
 import numpy as np
-from harness import cpu_model, versions
+from harness import cpu_model, vector_flags, versions
 
 T_MIN, T_MAX = 0.01, 100.0
 
@@ -197,8 +197,8 @@ def compare_runs(run_dirs: list[str], budget: float | None = None) -> int:
                          f"{total:.4g}; expected at most that (or no --budget)")
     budget = total if budget is None else float(budget)
     v = versions()
-    print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
-          f"numba {v['numba']}")
+    print(f"machine : {cpu_model()}, {vector_flags()}; python {v['python']}, "
+          f"numpy {v['numpy']}, numba {v['numba']}")
     print(f"budget  : {budget:.4g} gradients per scheme (warm-up charged; initialisation not)")
     print(f"{'scheme':22s} {'slots':>5s} {'grad/it':>7s} {'warm-up':>9s} {'iters':>6s} "
           f"{'trips':>5s} {'restarts':>8s} {'trips/1e6':>9s} {'ELE trips':>10s} "
@@ -265,8 +265,8 @@ def main() -> int:
         return compare_runs(args.runs, args.budget)
     budget = args.budget or (4e5 if args.quick else 2e6)
     v = versions()
-    print(f"machine : {cpu_model()}; python {v['python']}, numpy {v['numpy']}, "
-          f"numba {v['numba']}")
+    print(f"machine : {cpu_model()}, {vector_flags()}; python {v['python']}, "
+          f"numpy {v['numpy']}, numba {v['numba']}")
     print(f"problem : M(3) on D50, T in [{T_MIN}, {T_MAX}], HMC L = {args.leapfrog}, "
           f"budget {budget:.3g} gradients per scheme, seed {args.seed}, NRPT wall "
           f"{args.wall!r} with dt jitter 0.2, {args.trajectories} trajectories per swap round")

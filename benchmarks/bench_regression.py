@@ -59,7 +59,7 @@ import sys
 import time
 
 import numpy as np
-from harness import cpu_flags, cpu_model, limit_blas, machine_busy, versions
+from harness import cpu_model, limit_blas, machine_busy, vector_flags, versions
 
 
 def numpy_trajectory(theta, p, x, y, tau, prec, dt, n_steps, h):
@@ -190,8 +190,7 @@ def shapes(min_time: float, rounds: int) -> None:
             for h in (8, 16, 64, 256)]
     grid += [(2, 16, 1, 200), (2, 16, 10, 200), (8, 64, 10, 2000)]
     v = versions()
-    flags = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f"))
-    print(f"CPU: {cpu_model()}; flags {' '.join(flags)}; numpy {v['numpy']}, numba "
+    print(f"CPU: {cpu_model()}; flags {vector_flags()}; numpy {v['numpy']}, numba "
           f"{v['numba']}; BLAS {v.get('blas', '?')}; 1 thread; one energy-and-gradient call, "
           f"best of {rounds} loops of {min_time} s")
     print(f"{'n_in':>5} {'hidden':>6} {'n_out':>5} {'N':>6} {'blocked us':>11} "
@@ -333,8 +332,7 @@ def main() -> None:
             if m0 is not None and m1 is not None:
                 others.append(max(0.0, (m1 - m0) - (c1 - c0)) / wall)
     v = versions()
-    flags = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f"))
-    print(f"CPU: {cpu_model()}; flags {' '.join(flags)}; numpy {v['numpy']}, numba "
+    print(f"CPU: {cpu_model()}; flags {vector_flags()}; numpy {v['numpy']}, numba "
           f"{v['numba']}; jax {v['jax']}, jaxlib {v['jaxlib']}, torch {v['torch']}; "
           f"BLAS {v.get('blas', '?')}; 1 thread"
           + ("" if args.no_pin else f", pinned to CPU {sorted(os.sched_getaffinity(0))}"))

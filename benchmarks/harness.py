@@ -121,6 +121,12 @@ def cpu_flags() -> set:
     return set()
 
 
+def vector_flags() -> str:
+    """The CPU's vector features that decide the kernels' code path (``avx2 avx512f fma``),
+    for the machine line beside every figure."""
+    return " ".join(sorted(cpu_flags() & {"avx2", "fma", "avx512f"})) or "none of avx2/fma/avx512f"
+
+
 def versions() -> dict:
     """Versions of Python, thermonet and the numerical stack, the BLAS libraries loaded and
     LLVM's name for the host CPU."""
