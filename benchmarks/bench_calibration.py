@@ -28,7 +28,7 @@ import sys
 import time
 
 from bench_mlp import Worker
-from harness import cpu_flags, cpu_model, versions
+from harness import cpu_model, vector_flags, versions
 
 
 def calibration_table(repeats: int) -> list[dict]:
@@ -66,10 +66,9 @@ def main(argv=None) -> int:
     from thermonet.kernels.matmul import backend
 
     ver = versions()
-    flags = cpu_flags()
     print("calibration against the full M(3) benchmark")
     print(f"machine : {cpu_model()} (LLVM: {ver.get('llvm_cpu')}); {os.cpu_count()} logical "
-          f"CPUs; AVX2: {'avx2' in flags}; AVX-512F: {'avx512f' in flags}; {platform.system()} "
+          f"CPUs; {vector_flags()}; {platform.system()} "
           f"{platform.release()}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in ver.items()
                                    if v is not None and k != "llvm_cpu"))

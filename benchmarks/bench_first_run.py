@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 
-from harness import cpu_flags, cpu_model, machine_busy, versions
+from harness import cpu_model, machine_busy, vector_flags, versions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIG = os.path.join(ROOT, "sample_runs", "quickstart.toml")
@@ -392,10 +392,8 @@ def main(argv=None) -> int:
         return 0
 
     v = versions()
-    flags = cpu_flags()
-    simd = ", ".join(f for f in ("avx2", "fma", "avx512f") if f in flags)
-    print(f"machine : {cpu_model()} (LLVM {v.get('llvm_cpu')}; {simd}), {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(f"machine : {cpu_model()} (LLVM {v.get('llvm_cpu')}; {vector_flags()}), "
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(f"versions: python {v['python']}, thermonet {v['thermonet']}, numpy {v['numpy']}, "
           f"numba {v['numba']}, llvmlite {v['llvmlite']}")
     print(f"config  : {os.path.relpath(args.config)}{''.join(' --set ' + kv for kv in args.set)}"

@@ -24,7 +24,7 @@ import os
 import time
 
 import numpy as np
-from harness import cpu_flags, cpu_model, versions
+from harness import cpu_model, vector_flags, versions
 
 
 def main() -> int:
@@ -45,9 +45,8 @@ def main() -> int:
     from thermonet.registry import get_architecture
 
     v = versions()
-    flags = cpu_flags()
-    print(f"machine : {cpu_model()}; avx2={'avx2' in flags} fma={'fma' in flags} "
-          f"avx512f={'avx512f' in flags}; llvm cpu {v.get('llvm_cpu')}; "
+    print(f"machine : {cpu_model()}; {vector_flags()}; "
+          f"llvm cpu {v.get('llvm_cpu')}; "
           f"{os.cpu_count()} logical CPUs; load {os.getloadavg()[0]:.2f}")
     print(f"versions: python {v['python']}, numpy {v['numpy']}, scipy {v['scipy']}, "
           f"numba {v['numba']}; blas {v.get('blas')}")

@@ -28,7 +28,7 @@ import statistics
 import time
 
 import numpy as np
-from harness import calibrate, cpu_flags, cpu_model, limit_blas, timed_loop, versions
+from harness import calibrate, cpu_model, limit_blas, timed_loop, vector_flags, versions
 
 
 def main() -> int:
@@ -48,9 +48,8 @@ def main() -> int:
     from thermonet.evidence.mackay.framework import mackay_evidence
 
     v = versions()
-    flags = cpu_flags()
-    print(f"machine : {cpu_model()}; avx2={'avx2' in flags} fma={'fma' in flags} "
-          f"avx512f={'avx512f' in flags}; llvm cpu {v.get('llvm_cpu')}")
+    print(f"machine : {cpu_model()}; {vector_flags()}; "
+          f"llvm cpu {v.get('llvm_cpu')}")
     print(f"versions: python {v['python']}, numpy {v['numpy']}, scipy {v['scipy']}, "
           f"numba {v['numba']}; blas {v.get('blas')}")
     split = load_data("robot-arm")

@@ -27,7 +27,7 @@ import statistics
 import time
 
 import numpy as np
-from harness import cpu_flags, cpu_model, limit_blas, versions
+from harness import cpu_model, limit_blas, vector_flags, versions
 
 
 def run_chain(sampler, state, seed: int, n: int) -> tuple[float, float, float, np.ndarray]:
@@ -80,9 +80,8 @@ def main() -> int:
 
     numba.set_num_threads(1)
     v = versions()
-    flags = cpu_flags()
-    print(f"machine : {cpu_model()}; avx2={'avx2' in flags} fma={'fma' in flags} "
-          f"avx512f={'avx512f' in flags}; llvm cpu {v.get('llvm_cpu')}")
+    print(f"machine : {cpu_model()}; {vector_flags()}; "
+          f"llvm cpu {v.get('llvm_cpu')}")
     print(f"versions: python {v['python']}, numpy {v['numpy']}, numba {v['numba']}; "
           f"blas {v.get('blas')}")
     print(f"M(3), T = {args.temperature}, L = {args.leapfrog}, reflecting walls, dt jitter 0.2, "

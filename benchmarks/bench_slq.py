@@ -18,7 +18,7 @@ import argparse
 import time
 
 import numpy as np
-from harness import cpu_flags, cpu_model, versions
+from harness import cpu_model, vector_flags, versions
 
 
 def main() -> int:
@@ -38,8 +38,7 @@ def main() -> int:
     from thermonet.registry import get_architecture
 
     v = versions()
-    flags = cpu_flags()
-    print(f"machine : {cpu_model()}; avx2={'avx2' in flags} avx512f={'avx512f' in flags}; "
+    print(f"machine : {cpu_model()}; {vector_flags()}; "
           f"llvm cpu {v.get('llvm_cpu')}; numpy {v['numpy']}, scipy {v['scipy']}")
     arch = get_architecture(args.model)
     groups = layer_groups(arch)

@@ -33,7 +33,7 @@ import argparse
 import time
 
 import numpy as np
-from harness import cpu_flags, cpu_model, versions
+from harness import cpu_model, vector_flags, versions
 
 L, N_TRAJ, FIRST = 15, 4, 8
 ROUNDS = 4   # warm-up rounds (--rounds)
@@ -189,8 +189,7 @@ def main() -> int:
     ROUNDS, L, N_TRAJ = args.rounds, args.leapfrog, args.trajectories
     ARCH, DATA, WORKERS = args.arch, args.data, args.workers
     v = versions()
-    vector = sorted(f for f in cpu_flags() if f in ("avx2", "fma", "avx512f"))
-    print(f"machine : {cpu_model()} ({', '.join(vector) or 'no AVX2'}); python "
+    print(f"machine : {cpu_model()} ({vector_flags()}); python "
           f"{v['python']}, numpy {v['numpy']}, numba {v['numba']}")
     name = "256-12-10" if ARCH == "quickstart" else ARCH
     print(f"problem : {name} on {DATA}, T in [1, inf], HMC L = {L} x {N_TRAJ}, budget "
