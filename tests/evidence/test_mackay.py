@@ -63,11 +63,14 @@ class LinearGaussian(Potential):
     def half_sse(self, theta):
         return 0.5 * float(np.sum((self.outputs(theta) - self.y) ** 2))
 
-    def energy(self, theta):
-        th = np.asarray(theta)
-        return (self.tau * self.half_sse(th)
+    def _energy(self, th, r):
+        return (self.tau * 0.5 * float(np.sum(r ** 2))
                 + 0.5 * self.n_residuals * math.log(2 * math.pi / self.tau)
                 + 0.5 * float(np.sum(self.prec * th ** 2)))
+
+    def energy(self, theta):
+        th = np.asarray(theta)
+        return self._energy(th, self.outputs(th) - self.y)
 
     def energy_and_grad(self, theta, grad_out=None):
         th = np.asarray(theta)
@@ -76,7 +79,7 @@ class LinearGaussian(Potential):
         if grad_out is not None:
             grad_out[:] = g
             g = grad_out
-        return self.energy(th), g
+        return self._energy(th, r), g
 
 
 def _problem(seed=0, n=40, d=5, k=2, unknown_noise=True):

@@ -324,3 +324,18 @@ def test_compiled_momentum_draw_is_numpys_stream():
         assert np.array_equal(pa, pb)
         assert kb == lf.kinetic(pa, inv_m)
         assert ra.random() == rb.random()
+
+
+@pytest.mark.parametrize("n", [1, 7, lf.NUMPY_DRAW_MAX, lf.NUMPY_DRAW_MAX + 1, 3000])
+def test_momenta_by_either_route_are_the_compiled_draws_bits(n):
+    """:func:`momenta` draws small vectors in NumPy and large ones in compiled code; either
+    way the momenta, the kinetic energy and the generator's next state are
+    :func:`draw_momenta`'s, bit for bit."""
+    scale = np.random.default_rng(4).uniform(0.1, 3.0, n)
+    inv_m = 1.0 / scale**2
+    ra, rb = np.random.default_rng(n), np.random.default_rng(n)
+    pa, pb = np.empty(n), np.full(n, np.nan)
+    ka = lf.draw_momenta(ra, scale, inv_m, pa)
+    kb = lf.momenta(rb, scale, inv_m, pb)
+    assert np.array_equal(pa, pb) and ka == kb and type(kb) is float
+    assert ra.random() == rb.random()

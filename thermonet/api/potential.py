@@ -15,6 +15,7 @@ compiled :meth:`~Potential.bridge_trajectory` for thermodynamic integration.
 from __future__ import annotations
 
 import abc
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -135,7 +136,7 @@ class Potential(abc.ABC):
             return e, 1, lf.RUNAWAY, n_ref
         for s in range(n_steps):
             e, _ = self.energy_and_grad(theta, grad)
-            if not np.isfinite(e):
+            if not math.isfinite(e):
                 return e, s + 1, lf.NON_FINITE, n_ref
             if s == n_steps - 1:
                 lf.kick(p, grad, 0.5 * step)

@@ -207,9 +207,9 @@ class HMC(Sampler):
         """
         n = state.theta.shape[0]
         if isinstance(rng, np.random.Generator):
-            # compiled: the same normals and generator state as the NumPy line below, faster
+            # the same normals and generator state as the NumPy line below, in one pass
             p = np.empty(n)
-            k0 = float(lf.draw_momenta(rng, self.momentum_scale, self.inv_mass, p))
+            k0 = lf.momenta(rng, self.momentum_scale, self.inv_mass, p)
         else:
             p = rng.standard_normal(n) * self.momentum_scale
             k0 = float(lf.kinetic(p, self.inv_mass))
@@ -281,7 +281,7 @@ class HMC(Sampler):
         momenta, the jitter draws (if any), then the window's three uniforms."""
         n = state.theta.shape[0]
         p = np.empty(n)
-        lf.draw_momenta(rng, self.momentum_scale, self.inv_mass, p)
+        lf.momenta(rng, self.momentum_scale, self.inv_mass, p)
         dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
         theta, e1, grad, _, accepted, log_r, done = windowed_transition(
             self, state.theta, state.energy, state.grad, p, dt, n_leapfrog, self.config.window,

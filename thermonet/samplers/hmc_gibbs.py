@@ -230,7 +230,7 @@ class GibbsHMC(HMC):
             energy, grad = float(e), np.array(g)
         n = state.theta.shape[0]
         noise = np.empty(n)
-        lf.draw_momenta(rng, self.momentum_scale, self.inv_mass, noise)
+        lf.momenta(rng, self.momentum_scale, self.inv_mass, noise)
         alpha = c.persistence
         carried = state.momentum
         if alpha > 0 and hyper is not state.hyper:
