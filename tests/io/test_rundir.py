@@ -471,11 +471,11 @@ def test_a_kernel_call_with_a_generator_is_unsafe_to_interrupt_throughout():
     their burn-in; none in 80 since ctypes is in the unsafe list). Every Python frame the call
     runs must be seen as unsafe, so the stop is deferred until the call has returned."""
     from thermonet import interrupt
-    from thermonet.kernels import leapfrog as lf
+    from thermonet.kernels import momenta as mom
 
     rng = np.random.default_rng(1)
     p, one = np.empty(5), np.ones(5)
-    lf.draw_momenta(rng, one, one, p)                 # compiled (or loaded) outside the trace
+    mom.draw_momenta(rng, one, one, p)                # compiled (or loaded) outside the trace
     frames = []
 
     def trace(frame, event, arg):
@@ -484,7 +484,7 @@ def test_a_kernel_call_with_a_generator_is_unsafe_to_interrupt_throughout():
 
     sys.settrace(trace)
     try:
-        lf.draw_momenta(rng, one, one, p)
+        mom.draw_momenta(rng, one, one, p)
     finally:
         sys.settrace(None)
     in_ctypes = [ok for name, ok in frames if f"{os.sep}ctypes{os.sep}" in name]

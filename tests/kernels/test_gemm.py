@@ -5,8 +5,7 @@
   float64 and in float32),
   for every transposition, for shapes that exercise the full tiles, the row and column tails
   and empty products, for ``product`` and ``product_acc``;
-* the same bits when compiled for AVX-512, AVX2 and plain x86-64 (three processes), for the
-  products and for M(3)'s energy and gradient (float64 and float32) through the ``own`` backend;
+* the same bits when compiled for AVX-512, AVX2 and plain x86-64: test_cross_isa.py;
 * the ``own`` backend's M(3) energy and gradient agree with the ``numpy`` backend's to rounding;
 * the calibration times it (in a process of its own) and the choice rule keeps ``numpy`` on a
   tie.
@@ -14,10 +13,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from fractions import Fraction
 
 import llvmlite.binding as llvm
@@ -134,65 +130,6 @@ def test_non_finite_operands_propagate():
     assert np.isnan(c[2]).all()
     assert np.isinf(c[[0, 1, 3, 4], 8]).all()
     assert np.isfinite(c[[0, 1, 3, 4], :8]).all()
-
-
-_CHILD = r"""
-import json
-import numpy as np
-from thermonet.kernels.matmul import calibration, gemm
-from thermonet.architectures.mlp import M3
-rng = np.random.default_rng(11)
-out = {"products": []}
-for ta, tb, m, n, k in calibration.products("own") + [(True, False, 7, 19, 5)]:
-    a = rng.normal(size=(k, m) if ta else (m, k))
-    b = rng.normal(size=(n, k) if tb else (k, n))
-    c = np.empty((m, n))
-    gemm.product(ta, tb, a, b, c)
-    out["products"].append([v.hex() for v in c.ravel()[::7]])
-x = rng.normal(size=(150, 256))
-y = rng.integers(0, 10, 150)
-pot = M3().potential(x=x, y=y)
-th = rng.uniform(-0.06, 0.06, pot.n_params)
-e, g = pot.energy_and_grad(th)
-out["energy"] = float(e).hex()
-out["grad"] = [float(v).hex() for v in np.asarray(g)]
-pot32 = M3().potential(x=x, y=y, dtype=np.float32)
-e32, g32 = pot32.energy_and_grad(th.astype(np.float32))
-out["grad32"] = [float(v).hex() for v in np.asarray(g32)] + [float(e32).hex()]
-out["tile"] = [gemm.MR, gemm.NG]
-print(json.dumps(out))
-"""
-
-
-def _start_child(cpu_name: str | None, features: str | None) -> subprocess.Popen:
-    env = dict(os.environ, THERMONET_NUMBA_CACHE="0", THERMONET_BLAS="own")
-    for key, value in (("NUMBA_CPU_NAME", cpu_name), ("NUMBA_CPU_FEATURES", features)):
-        env.pop(key, None)
-        if value is not None:
-            env[key] = value
-    return subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def _result(proc: subprocess.Popen) -> dict:
-    out, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-2000:]
-    return json.loads(out.strip().splitlines()[-1])
-
-
-@pytest.mark.slow
-def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
-    host = llvm.get_host_cpu_features()
-    if not (host.get("avx2") and host.get("fma")):
-        pytest.skip("this CPU cannot run code compiled for AVX2 with FMA")
-    children = [_start_child(None, None), _start_child("haswell", "-avx512f")]
-    native, avx2 = (_result(p) for p in children)
-    plain = _result(_start_child("generic", ""))
-    for key in ("products", "energy", "grad", "grad32"):
-        assert native[key] == avx2[key] == plain[key], key
-    # the tiles differed where the vector registers did
-    assert avx2["tile"] == plain["tile"] == [6, 1]
-    assert native["tile"] == ([4, 5] if host.get("avx512f") else [6, 1])
 
 
 @pytest.mark.slow

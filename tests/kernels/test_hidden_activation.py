@@ -1,21 +1,15 @@
 """The hidden activation chosen at compile time (``thermonet.kernels.mlp.activation_code``).
 
 A code typed by :func:`activation_code` must give bitwise what the plain-int code (tested at
-run time, both activations compiled) gives, and a fresh process that builds and runs a network
-must compile its own hidden activation only.
+run time, both activations compiled) gives (that a cold process compiles its own hidden
+activation only: ``test_cold_compile.py``).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
-from tests.kernels.compiled_names import RECORD_COMPILED
 from thermonet.kernels import mlp as k
 
 
@@ -51,42 +45,3 @@ def test_typed_code_gives_the_run_time_codes_numbers_bitwise(output, hidden_tanh
     assert e1 == e0 and l1 == l0
     np.testing.assert_array_equal(g1, g0)
     np.testing.assert_array_equal(z1, z0)
-
-
-_COMPILED = RECORD_COMPILED + textwrap.dedent("""
-    import sys
-    import numpy as np
-    from thermonet.architectures.mlp import MLP
-    from thermonet.kernels import leapfrog as lf
-
-    arch = MLP(n_inputs=6, hidden=[5], n_outputs=3, hidden_activation=sys.argv[1])
-    rng = np.random.default_rng(0)
-    pot = arch.potential(x=rng.normal(size=(40, 6)), y=rng.integers(0, 3, 40))
-    n = arch.n_params
-    theta = 0.3 * rng.normal(size=n)
-    _, g = pot.energy_and_grad(theta)
-    pot.trajectory(theta.copy(), np.ones(n), g.copy(), np.ones(n), 0.01, 3,
-                   lf.WALL_REFLECT, np.full(n, 9.0), 10.0)
-    print(" ".join(compiled))
-""")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("hidden, own, other", [
-    ("logistic", {"sigmoid_inplace", "logistic_hidden_delta"},
-     {"tanh_inplace", "tanh_hidden_delta"}),
-    # sigmoid_inplace is also the logistic output layer's, chosen at run time: it compiles
-    ("tanh", {"tanh_inplace", "tanh_hidden_delta"}, {"logistic_hidden_delta"}),
-])
-def test_a_cold_run_compiles_only_its_hidden_activation(tmp_path, hidden, own, other):
-    """With an empty Numba cache, a network's gradient and reflecting trajectory (what a
-    quickstart-like run compiles) compile its hidden units' forward and backward kernels and
-    not the other activation's. About 8 CPU s each."""
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-c", _COMPILED, hidden], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    names = set(out.stdout.split())
-    assert {"block_loss_and_grad", "mlp_trajectory_reflect"} <= names
-    assert own <= names
-    assert not other & names

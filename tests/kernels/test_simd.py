@@ -7,24 +7,18 @@ claim that kernels written with it compute the same bits on every x86-64 CPU.
   3 ulp of ``tanh`` (mpmath at 50 digits) and keeps the relative accuracy of small arguments;
 * the row-blocked ``reduce.dots``/``reduce.sums`` give each row the bits of ``reduce.vdot``/
   ``vsum`` of it alone (the order itself is tested in test_kernel_numerics.py);
-* the shallow regression kernel compiled for AVX-512, for AVX2 and for plain x86-64 (SSE2, no
-  FMA instructions: ``llvm.fma`` is then a library call) in separate processes gives the same
-  energy and gradient, to the bit.
+* the shallow regression kernel compiled for AVX-512, for AVX2 and for plain x86-64 gives the
+  same energy and gradient, to the bit: test_cross_isa.py.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from fractions import Fraction
 
 import mpmath
 import numpy as np
 import pytest
-from llvmlite import binding as llvm
 
 from thermonet.kernels import elementwise as ew
 from thermonet.kernels.jit import kernel
@@ -219,52 +213,3 @@ def test_blocked_rows_give_each_row_the_bits_of_one_dot_product(rng, rows, m):
     out = np.full(rows, -1.5)
     _sums(b, m, out)
     assert _same_bits(out, [-1.5 + reduce.vsum(b[t].copy()) for t in range(rows)])
-
-
-_CHILD = r"""
-import json, sys
-import numpy as np
-from thermonet.kernels import mlp_shallow as ms
-from thermonet.kernels.mlp import HIDDEN_TANH
-rng = np.random.default_rng(7)
-out = {}
-for widths, act, block in (([2, 16, 2], HIDDEN_TANH, 512), ([3, 7, 6], 0, 40)):
-    w = np.array(widths, dtype=np.int64)
-    xt = rng.normal(size=(widths[0], 203))
-    yt = rng.normal(size=(widths[2], 203))
-    th = rng.normal(size=widths[1] * (widths[0] + 1) + widths[2] * (widths[1] + 1))
-    g = np.zeros(th.size)
-    work = np.zeros(ms.work_size(w, block))
-    s = ms.loss_and_grad(th, w, act | ms.FEATURE_MAJOR, xt, yt, block, work, g)
-    e = ms.loss(th, w, act | ms.FEATURE_MAJOR, xt, yt, block, work)
-    asm = "".join(ms.loss_and_grad.inspect_asm().values())
-    out[str(widths)] = [s.hex(), e.hex(), [v.hex() for v in g], "zmm" in asm, "ymm" in asm]
-print(json.dumps(out))
-"""
-
-
-def _run_child(cpu_name: str | None, features: str | None) -> dict:
-    env = dict(os.environ, THERMONET_NUMBA_CACHE="0")
-    for key, value in (("NUMBA_CPU_NAME", cpu_name), ("NUMBA_CPU_FEATURES", features)):
-        env.pop(key, None)
-        if value is not None:
-            env[key] = value
-    proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                          text=True, timeout=600, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.slow
-def test_the_shallow_kernel_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64():
-    host = llvm.get_host_cpu_features()
-    if not (host.get("avx2") and host.get("fma")):
-        pytest.skip("this CPU cannot run code compiled for AVX2 with FMA")
-    native = _run_child(None, None)
-    avx2 = _run_child("haswell", "-avx512f")
-    plain = _run_child("generic", "")
-    for key in native:
-        assert native[key][:3] == avx2[key][:3] == plain[key][:3], key
-        # each build used the vector width it was compiled for (the host's may lack AVX-512)
-        assert not avx2[key][3] and avx2[key][4], key
-        assert not plain[key][3] and not plain[key][4], key
-        assert native[key][3] == bool(host.get("avx512f")), key

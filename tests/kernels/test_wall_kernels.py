@@ -4,7 +4,8 @@ Each compiled trajectory (the MLP's in float64 and mixed precision, the TI bridg
 regression network's) must give, for every wall mode, what the generic Python leapfrog
 (:meth:`thermonet.api.Potential.trajectory`, the same arithmetic one step at a time) gives,
 including the early stops: a runaway, a reflection fold turned into NaN, a non-finite energy.
-And the per-mode kernels must really compile only their own mode's helpers, and be cached.
+And the per-mode kernels must really compile only their own mode's helpers, and be cached
+(what a cold reflecting run compiles: ``test_cold_compile.py``).
 """
 
 from __future__ import annotations
@@ -117,52 +118,6 @@ def test_each_wall_kernel_equals_the_generic_leapfrog(kind, wall, scenario):
     if not direct or status == lf.OK:
         np.testing.assert_array_equal(a[1], b[1])
         np.testing.assert_array_equal(a[2], b[2])
-
-
-#: the end-point mode's helpers, which a reflecting trajectory must not compile
-ENDPOINT_ONLY = {"runs", "drift_check", "drift_runaway", "kick_drift_runaway",
-                 "kick_drift_check_runs", "kick_drift_check", "_kick_drift_count", "_drift_count"}
-
-
-@pytest.mark.slow
-def test_a_cold_reflecting_run_compiles_only_what_it_uses(tmp_path):
-    """With an empty Numba cache, the gradient, the reflecting MLP trajectory and the
-    reflecting TI bridge trajectory (as a quickstart-like run and a TI run use them) compile
-    the block gradient once (the kick mode's flag is a run-time value, not a literal type that
-    would compile it again), none of the end-point mode's helpers, not ``loss_and_kick``
-    (the trajectory calls the kick-mode block directly) and not the gradient adapter
-    ``_mlp_gradient`` as a kernel of its own (it is inlined into the trajectory), nor the
-    network helpers ``n_params``, ``fan_in`` and ``work_size`` (plain Python). About 8 CPU s:
-    a cold compile."""
-    code = RECORD_COMPILED + textwrap.dedent("""
-        import numpy as np
-        from thermonet.architectures.mlp import MLP
-        from thermonet.evidence.ti.integration import BridgePotential, Reference
-        from thermonet.kernels import leapfrog as lf
-
-        arch = MLP(n_inputs=6, hidden=[5], n_outputs=3)
-        rng = np.random.default_rng(0)
-        pot = arch.potential(x=rng.normal(size=(40, 6)), y=rng.integers(0, 3, 40))
-        n = arch.n_params
-        theta = 0.3 * rng.normal(size=n)
-        ref = Reference(theta, np.ones(n), np.zeros(n, bool), pot.energy(theta))
-        for p in (pot, BridgePotential(pot, ref, 0.5)):
-            _, g = p.energy_and_grad(theta)
-            p.trajectory(theta.copy(), np.ones(n), g.copy(), np.ones(n), 0.01, 3,
-                         lf.WALL_REFLECT, np.full(n, 9.0), 10.0)
-        print(" ".join(compiled))
-    """)
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stderr
-    names = out.stdout.split()
-    assert {"mlp_trajectory_reflect", "mlp_bridge_trajectory_reflect", "drift_reflect"} \
-        <= set(names)
-    assert names.count("block_loss_and_grad") == 1
-    assert not ENDPOINT_ONLY & set(names)
-    assert not {"loss_and_kick", "mlp_trajectory_endpoint", "_mlp_gradient", "n_params",
-                "fan_in", "work_size"} & set(names)
 
 
 @pytest.mark.slow

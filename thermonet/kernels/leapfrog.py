@@ -205,50 +205,6 @@ def drift_runaway(theta, p, inv_mass, step, half_width, runaway, run):
     return n_bad > 0
 
 
-@kernel
-def draw_momenta(rng, scale, inv_mass, p):
-    """``p_i = z_i * scale_i`` with ``z = rng.standard_normal(n)``; returns ``kinetic(p)``.
-
-    Numba's Generator methods use NumPy's algorithms on the same bit generator, so ``p`` and
-    the state ``rng`` is left in are exactly those of the NumPy expression (tested), at about a
-    third of the cost.
-    """
-    k = 0.0
-    for i in range(p.shape[0]):
-        v = rng.standard_normal() * scale[i]
-        p[i] = v
-        k += 0.5 * inv_mass[i] * v * v
-    return k
-
-
-@kernel
-def scale_momenta(p, scale, inv_mass):
-    """``p_i <- p_i * scale_i`` for standard normals ``p``; returns ``kinetic(p)``, summed as
-    :func:`draw_momenta` sums it."""
-    k = 0.0
-    for i in range(p.shape[0]):
-        v = p[i] * scale[i]
-        p[i] = v
-        k += 0.5 * inv_mass[i] * v * v
-    return k
-
-
-#: up to this many momenta :func:`momenta` draws the normals in NumPy: Numba types a
-#: Generator argument in Python (about 10 us a call) while NumPy's draw costs ~16 ns a normal
-#: against the compiled loop's ~9 ns, so the two break even near a thousand
-NUMPY_DRAW_MAX = 512
-
-
-def momenta(rng: np.random.Generator, scale: np.ndarray, inv_mass: np.ndarray,
-            p: np.ndarray) -> float:
-    """:func:`draw_momenta` into the float64 array ``p``, by the cheaper route for its size:
-    the same bits and generator state either way."""
-    if p.shape[0] > NUMPY_DRAW_MAX:
-        return float(draw_momenta(rng, scale, inv_mass, p))
-    rng.standard_normal(out=p)
-    return float(scale_momenta(p, scale, inv_mass))
-
-
 #: most wall reflections of one coordinate in one drift. An ordinary step crosses a wall at most
 #: once or twice; a step many box widths long would fold for ever (one fold per box width), so
 #: the coordinate is set to NaN instead: the next energy is not finite and the trajectory ends

@@ -18,6 +18,7 @@ import numpy as np
 from thermonet.api import HMCTransition, Proposal, Sampler, adaptation, as_theta, settings
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
+from thermonet.kernels import momenta as draw
 from thermonet.samplers.windows import windowed_transition
 from thermonet.types import FloatArray
 
@@ -209,7 +210,7 @@ class HMC(Sampler):
         if isinstance(rng, np.random.Generator):
             # the same normals and generator state as the NumPy line below, in one pass
             p = np.empty(n)
-            k0 = lf.momenta(rng, self.momentum_scale, self.inv_mass, p)
+            k0 = draw.momenta(rng, self.momentum_scale, self.inv_mass, p)
         else:
             p = rng.standard_normal(n) * self.momentum_scale
             k0 = float(lf.kinetic(p, self.inv_mass))
@@ -281,7 +282,7 @@ class HMC(Sampler):
         momenta, the jitter draws (if any), then the window's three uniforms."""
         n = state.theta.shape[0]
         p = np.empty(n)
-        lf.momenta(rng, self.momentum_scale, self.inv_mass, p)
+        draw.momenta(rng, self.momentum_scale, self.inv_mass, p)
         dt, n_leapfrog = self.trajectory_length(state.step_size, rng)
         theta, e1, grad, _, accepted, log_r, done = windowed_transition(
             self, state.theta, state.energy, state.grad, p, dt, n_leapfrog, self.config.window,

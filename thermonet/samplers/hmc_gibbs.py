@@ -61,6 +61,7 @@ from thermonet.api.hyper import (
 )
 from thermonet.errors import ConfigError
 from thermonet.kernels import leapfrog as lf
+from thermonet.kernels import momenta as draw
 from thermonet.samplers.hmc import HMC, HMCConfig, HMCInfo
 from thermonet.samplers.windows import windowed_transition
 from thermonet.types import FloatArray
@@ -230,7 +231,7 @@ class GibbsHMC(HMC):
             energy, grad = float(e), np.array(g)
         n = state.theta.shape[0]
         noise = np.empty(n)
-        lf.momenta(rng, self.momentum_scale, self.inv_mass, noise)
+        draw.momenta(rng, self.momentum_scale, self.inv_mass, noise)
         alpha = c.persistence
         carried = state.momentum
         if alpha > 0 and hyper is not state.hyper:
