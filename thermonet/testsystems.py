@@ -219,7 +219,7 @@ class MixturePotential(Potential):
 
     def _terms(self, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
         d = np.asarray(theta, dtype=np.float64)[None, :] - self.means      # (J, n)
-        a = self.log_w - 0.5 * self.inv_var * np.sum(d * d, axis=1)          # (J,)
+        a = self.log_w - 0.5 * self.inv_var * (d * d).sum(axis=1)            # (J,)
         return a, d
 
     def energy(self, theta: FloatArray) -> float:

@@ -129,6 +129,7 @@ class _Scripted(an.Annealer):
         return self.script[i], 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.mnist
 def test_annealer_stops_at_the_right_temperature_and_returns_the_argmin(tmp_path):
     # 6 temperatures x 4 trajectories (burn_in 1: averages over the last 3); patience 2.

@@ -163,6 +163,7 @@ def batch_means(v, nb=40):
     return b.mean(axis=0), b.std(axis=0, ddof=1) / math.sqrt(nb)
 
 
+@pytest.mark.slow
 def test_same_posterior_as_the_direct_parameterisation():
     """Predictive means at two inputs, the three log precisions and S(w): the scale-factor
     chain (HMC on everything) and the direct chain (HMC on w, Gibbs on the precisions)

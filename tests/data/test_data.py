@@ -345,6 +345,7 @@ def test_embedded_file_integrity_check(tmp_path: pathlib.Path) -> None:
         read_embedded(tmp_path / "nope.h5")
 
 
+@pytest.mark.slow
 @pytest.mark.mnist
 def test_embedded_equals_rebuild_from_real_mnist(mnist_dir: pathlib.Path, tmp_path: pathlib.Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

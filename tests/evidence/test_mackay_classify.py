@@ -272,6 +272,7 @@ def _exact_predictive(data, alpha, xs, m=601):
     return np.sum(w[..., None] * expit(u[..., None] * xs[:, 0] + c[..., None]), (0, 1)) / w.sum()
 
 
+@pytest.mark.slow
 def test_hmc_class_probabilities_equal_the_exact_posterior_predictive():
     """HMC's predictive (thermonet.evidence.mackay.hmc) against 2-D quadrature of the true
     posterior, and the Gaussian approximation's measured error against both."""

@@ -328,6 +328,7 @@ def test_run_records_the_backend_and_info_prints_it(tmp_path):
     assert f"matrix products: {now['backend']}" in (out / "thermonet.log").read_text()
 
 
+@pytest.mark.slow
 @needs_mkl
 def test_resume_keeps_the_checkpoints_backend(tmp_path):
     """A run written with np.dot resumes with np.dot although the cache now says MKL (the
@@ -353,6 +354,7 @@ def test_resume_keeps_the_checkpoints_backend(tmp_path):
     assert "checkpoint" in ck.blas_choice["reason"]
 
 
+@pytest.mark.slow
 def test_calibrate_command_prints_the_table_and_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("THERMONET_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(calibration, "machine_load",
@@ -381,6 +383,7 @@ def test_calibrate_command_prints_the_table_and_caches(tmp_path, monkeypatch):
             in CliRunner().invoke(main, ["calibrate"]).output)
 
 
+@pytest.mark.slow
 def test_timing_the_own_products_leaves_the_kernels_products_cached(tmp_path, monkeypatch):
     """The timing child calls the compiled C product the kernels call, so a first run loads
     it from the cache instead of compiling it a second time."""

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 
+@pytest.mark.slow
 def test_editing_a_callee_file_recompiles_its_callers(tmp_path):
     pkg = tmp_path / "kpkg"
     pkg.mkdir()

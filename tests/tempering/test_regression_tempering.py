@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from thermonet.architectures.regression import RegressionMLP
 from thermonet.samplers.hmc_gibbs import GibbsHMC, GibbsHMCConfig
@@ -56,6 +57,7 @@ def _bm(v, nb=30):
     return b.mean(), b.std(ddof=1) / math.sqrt(nb)
 
 
+@pytest.mark.slow
 def test_two_rung_ladder_with_gibbs_hyperparameters_matches_single_chains():
     arch, pot = _model()
     cfg = GibbsHMCConfig(n_leapfrog=8, step_size=0.15, step_size_jitter=0.5)

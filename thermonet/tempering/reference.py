@@ -37,6 +37,7 @@ import numpy as np
 from thermonet.api import Potential
 from thermonet.errors import ConfigError
 from thermonet.kernels.bridge import quadratic
+from thermonet.kernels.leapfrog import beyond
 from thermonet.types import FloatArray
 
 #: smallest scale of a fitted coordinate, relative to the largest, so that a coordinate the
@@ -160,8 +161,9 @@ class GaussianReference:
         return float(self._log_norm)
 
     def _outside(self, theta: FloatArray) -> bool:
-        return self.half_width is not None and not bool(np.all(np.abs(theta)
-                                                               < self.half_width))
+        # compiled: NumPy's abs, compare and all cost more than a small model's gradient
+        return self.half_width is not None and bool(beyond(
+            np.asarray(theta, dtype=np.float64), self.half_width, 1.0))
 
     def energy(self, theta: FloatArray) -> float:
         """``R(w) = -log q(w)`` (``+inf`` outside the box of a truncated ``q``)."""

@@ -74,6 +74,7 @@ def test_gaussian_energy_and_variances_at_two_temperatures(temperature):
     assert all(inf.n_steps == 1 for inf in infos)                  # L = 1 by default
 
 
+@pytest.mark.slow
 def test_double_well_against_quadrature():
     """1-D double well in the box |w| < 3 at T = 0.4 (barrier 2.5 T), with L = 2."""
     arch = DoubleWell(n=1, height=1.0, prior_scale=6.0)
@@ -244,6 +245,7 @@ def _mixture_run(workers=1, n_iter=3000, seed=8):
     return arch, re, st, np.array(xs), infos
 
 
+@pytest.mark.slow
 def test_replica_exchange_recovers_mixture_mode_weights():
     """Two well-separated modes (barrier ~ 32/T at T = 0.5): inside replica exchange the cold
     slots' mode weights match ``mode_weights(T)`` ∝ pi_j^(1/T) s_j."""
