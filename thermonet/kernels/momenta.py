@@ -43,7 +43,8 @@ def scale_momenta(p, scale, inv_mass):
 
 #: up to this many momenta :func:`momenta` draws the normals in NumPy: Numba types a
 #: Generator argument in Python (about 10 us a call) while NumPy's draw costs ~16 ns a normal
-#: against the compiled loop's ~9 ns, so the two break even near a thousand
+#: against the compiled loop's ~9 ns, so the two break even between 1,000 and 3,000
+#: (benchmarks/bench_momenta.py prints both on the machine at hand)
 NUMPY_DRAW_MAX = 512
 
 
