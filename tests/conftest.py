@@ -67,9 +67,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``-m "not mnist"`` deselects it. An ``mpi`` test is also ``slow``.
 
     Files then run in the order pytest-xdist hands them out (``--no-loadscope-reorder``): those
-    with the most slow tests first, then those with the most tests. A file with one minute-long
-    test started last kept one core busy while the other idled (13:20 instead of ~12:30 on 2
-    cores)."""
+    with the most slow tests first, then those with the most tests. Handed out by their number
+    of tests alone, a file of two minute-long tests came last and kept one core busy while the
+    other idled."""
     for item in items:
         if "mnist_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.mnist)

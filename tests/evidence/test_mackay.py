@@ -64,7 +64,7 @@ class LinearGaussian(Potential):
         return 0.5 * float(np.sum((self.outputs(theta) - self.y) ** 2))
 
     def _energy(self, th, r):
-        return (self.tau * 0.5 * float(np.sum(r ** 2))
+        return (self.tau * (0.5 * float(np.sum(r ** 2)))
                 + 0.5 * self.n_residuals * math.log(2 * math.pi / self.tau)
                 + 0.5 * float(np.sum(self.prec * th ** 2)))
 

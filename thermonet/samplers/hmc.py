@@ -208,7 +208,7 @@ class HMC(Sampler):
         """
         n = state.theta.shape[0]
         if isinstance(rng, np.random.Generator):
-            # the same normals and generator state as the NumPy line below, in one pass
+            # the same normals and generator state as the NumPy line below, no temporaries
             p = np.empty(n)
             k0 = draw.momenta(rng, self.momentum_scale, self.inv_mass, p)
         else:
