@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -76,13 +77,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # an MPI test launches whole jobs under mpiexec: end to end, so in the full suite only
         if item.get_closest_marker("mpi") is not None:
             item.add_marker(pytest.mark.slow)
-    slow: dict[str, int] = {}
-    count: dict[str, int] = {}
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        count[path] = count.get(path, 0) + 1
-        slow[path] = slow.get(path, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: (-slow[p := item.nodeid.split("::")[0]], -count[p], p))
+    tests = Counter(item.path for item in items)
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: (-slow[item.path], -tests[item.path], str(item.path)))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 
 import pytest
 from llvmlite import binding as llvm
@@ -83,26 +82,19 @@ def _result(proc: subprocess.Popen) -> dict:
 
 
 @pytest.fixture(scope="module")
-def builds() -> Callable[[], tuple[dict, dict, dict]]:
-    """``builds()``: the (native, AVX2, plain x86-64) processes' results, run once."""
-    done: list[tuple[dict, dict, dict]] = []
-
-    def get() -> tuple[dict, dict, dict]:
-        host = llvm.get_host_cpu_features()
-        if not (host.get("avx2") and host.get("fma")):
-            pytest.skip("this CPU cannot run code compiled for AVX2 with FMA")
-        if not done:
-            children = [_start(None, None), _start("haswell", "-avx512f")]
-            native, avx2 = (_result(p) for p in children)
-            done.append((native, avx2, _result(_start("generic", ""))))
-        return done[0]
-
-    return get
+def builds() -> tuple[dict, dict, dict]:
+    """The (native, AVX2, plain x86-64) processes' results."""
+    host = llvm.get_host_cpu_features()
+    if not (host.get("avx2") and host.get("fma")):
+        pytest.skip("this CPU cannot run code compiled for AVX2 with FMA")
+    children = [_start(None, None), _start("haswell", "-avx512f")]
+    native, avx2 = (_result(p) for p in children)
+    return native, avx2, _result(_start("generic", ""))
 
 
 @pytest.mark.slow
 def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64(builds):
-    native, avx2, plain = builds()
+    native, avx2, plain = builds
     for key in ("products", "energy", "grad", "grad32"):
         assert native[key] == avx2[key] == plain[key], key
     # the tiles differed where the vector registers did
@@ -113,7 +105,7 @@ def test_the_own_backend_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64(bu
 
 @pytest.mark.slow
 def test_the_shallow_kernel_gives_the_same_bits_for_avx512_avx2_and_plain_x86_64(builds):
-    native, avx2, plain = (b["shallow"] for b in builds())
+    native, avx2, plain = (b["shallow"] for b in builds)
     for key in native:
         assert native[key][:3] == avx2[key][:3] == plain[key][:3], key
         # each build used the vector width it was compiled for (the host's may lack AVX-512)
