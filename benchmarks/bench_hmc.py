@@ -162,11 +162,11 @@ def setup_thermonet(args):
     numba.set_num_threads(1)
 
     @numba.njit(nogil=True)
-    def grad_loop(theta, widths, out_act, x, y, block, work, partial, grad, n_steps):
+    def grad_loop(theta, net, work, partial, grad, n_steps):
         """``n_steps`` calls of the gradient kernel from compiled code (no Python)."""
         e = 0.0
         for _ in range(n_steps):
-            e += km.loss_and_grad(theta, (widths, out_act, x, y, block), work, partial, grad)
+            e += km.loss_and_grad(theta, net, work, partial, grad)
         return e
 
     arch = M3()
@@ -218,7 +218,7 @@ def setup_thermonet(args):
         def kgrads(pot=pot, th=theta, g=g, n_steps=args.L, work=work, partial=partial):
             # the same kernel and arguments as MLPPotential.energy_and_grad (serial path)
             m = pot.model
-            grad_loop(th, m.widths, m.out_act, m.x, m.y, m.block, work, partial, g, n_steps)
+            grad_loop(th, tuple(m), work, partial, g, n_steps)
 
         fns[f"step/{n}"], fns[f"traj/{n}"] = step, traj
         fns[f"grad/{n}"], fns[f"kgrad/{n}"] = grads, kgrads

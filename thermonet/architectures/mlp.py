@@ -24,6 +24,7 @@ from thermonet.api.architecture import (
 from thermonet.errors import ConfigError, DataError
 from thermonet.kernels import configure
 from thermonet.kernels import mlp as k
+from thermonet.kernels import mlp_layers as layers
 from thermonet.kernels import mlp_parallel as kp
 from thermonet.kernels import threads as kt
 from thermonet.kernels.leapfrog import Dynamics
@@ -65,6 +66,7 @@ class MLPModel(NamedTuple):
     x: FloatArray          #: (n_data, n_inputs) inputs, in the potential's dtype
     y: IntArray            #: (n_data,) labels
     block: int             #: rows per block
+    xt: FloatArray         #: the inputs transposed block by block, or empty (kernels.mlp.Net)
 
 
 class MLPPotential(Potential):
@@ -143,7 +145,7 @@ class MLPPotential(Potential):
     @property
     def model(self) -> MLPModel:
         """The network and data as the kernels see them (benchmarks and tools read this)."""
-        return MLPModel(self._widths, self._out, self.x, self.y, self.block)
+        return MLPModel(self._widths, self._out, self.x, self.y, self.block, self._rows_t())
 
     def scratch_arrays(self) -> tuple[np.ndarray, ...]:
         """The scratch arrays this potential owns (benchmarks count them as its memory)."""
@@ -250,11 +252,25 @@ class MLPPotential(Potential):
         # a plain tuple: Numba's dispatcher types it in C, a NamedTuple in Python (3 us more)
         return (self._widths, self._out, self.x, self.y, self.block)
 
+    def _net_t(self) -> tuple[Any, ...]:
+        """:meth:`_net` with the inputs transposed (empty unless they help: first evaluated,
+        not at construction, as choosing the backend may measure it)."""
+        return (self._widths, self._out, self.x, self.y, self.block, self._rows_t())
+
+    def _rows_t(self) -> np.ndarray:
+        xt = getattr(self, "_xt", None)
+        if xt is None:
+            xt = (layers.transposed_blocks(self.x, self.block)
+                  if layers.transposes_data(self._widths, self.dtype)
+                  else np.empty(0, dtype=self.dtype))
+            self._xt = xt
+        return xt
+
     def energy(self, theta: FloatArray) -> float:
         """``E(D|w)`` in nats (float64). NaN or inf if the forward pass overflowed."""
         th = self._theta(theta)
         with _blas_cap():
-            return float(k.loss(th, self._net(), self._work))
+            return float(k.loss(th, self._net_t(), self._work))
 
     def energy_and_grad(self, theta: FloatArray,
                         grad_out: FloatArray | None = None) -> tuple[float, FloatArray]:
@@ -264,11 +280,11 @@ class MLPPotential(Potential):
             grad_out = np.empty(self.n_params, dtype=self.dtype)
         if self.threads > 1 and self._nb > 1:
             with kt.limit(self.threads, blas_threads=_par_blas_threads()):
-                e = kp.loss_and_grad_parallel(th, self._net(), self._work_b.shape[0],
+                e = kp.loss_and_grad_parallel(th, self._net_t(), self._work_b.shape[0],
                                               self._work_b, self._partial_b, grad_out)
         else:
             with _blas_cap():
-                e = k.loss_and_grad(th, self._net(), self._work, self._partial, grad_out)
+                e = k.loss_and_grad(th, self._net_t(), self._work, self._partial, grad_out)
         return float(e), grad_out
 
     def energy_batch(self, theta_kp: FloatArray) -> FloatArray:
@@ -276,7 +292,7 @@ class MLPPotential(Potential):
         th = np.ascontiguousarray(theta_kp, dtype=self.dtype)
         e_k = np.empty(th.shape[0])
         with _blas_cap():
-            kp.loss_batch(th, self._net(), self._work, e_k)
+            kp.loss_batch(th, self._net_t(), self._work, e_k)
         return e_k
 
     def energy_and_grad_batch(self, theta_kp: FloatArray, grad_kp: FloatArray | None = None
@@ -292,11 +308,11 @@ class MLPPotential(Potential):
             work_k = np.empty((n_k, self._work.shape[0]), dtype=self.dtype)
             partial_k = np.empty((n_k, self.n_params), dtype=self.dtype)
             with kt.limit(self.threads, blas_threads=_par_blas_threads()):
-                kp.loss_and_grad_batch_parallel(th, self._net(), work_k, partial_k, grad_kp,
+                kp.loss_and_grad_batch_parallel(th, self._net_t(), work_k, partial_k, grad_kp,
                                                 e_k)
         else:
             with _blas_cap():
-                kp.loss_and_grad_batch(th, self._net(), self._work, self._partial, grad_kp, e_k)
+                kp.loss_and_grad_batch(th, self._net_t(), self._work, self._partial, grad_kp, e_k)
         return e_k, grad_kp
 
     def trajectory(self, theta: FloatArray, p: FloatArray, grad: FloatArray,
@@ -322,11 +338,12 @@ class MLPPotential(Potential):
         dyn = Dynamics(inv_mass, step, n_steps, half_width, runaway)
         if precision == "float32" and self.dtype == np.float64:
             twin = self._float32_twin()
-            model = lf.MLPModel(self._widths, self._out, twin.x, self.y, self.block, twin._work,
-                                twin._partial, twin._theta_buf, twin._grad_buf, True)
+            model = lf.MLPModel(self._widths, self._out, twin.x, self.y, self.block,
+                                twin._rows_t(), twin._work, twin._partial, twin._theta_buf,
+                                twin._grad_buf, True)
         else:
-            model = lf.MLPModel(self._widths, self._out, self.x, self.y, self.block, self._work,
-                                self._partial, theta, grad, False)
+            model = lf.MLPModel(self._widths, self._out, self.x, self.y, self.block,
+                                self._rows_t(), self._work, self._partial, theta, grad, False)
         e, n, status, n_ref = lf.mlp_trajectory(theta, p, grad, dyn, wall, model)
         return float(e), int(n), int(status), int(n_ref)
 

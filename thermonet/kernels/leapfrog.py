@@ -405,6 +405,8 @@ class MLPModel(NamedTuple):
     x: np.ndarray
     y: np.ndarray
     block: int
+    #: the inputs transposed block by block, or empty (:class:`thermonet.kernels.mlp.Net`)
+    xt: np.ndarray
     work: np.ndarray
     partial: np.ndarray
     #: buffers in the gradient dtype. With ``cast`` true (mixed precision, float32
@@ -419,12 +421,12 @@ class MLPModel(NamedTuple):
 # 1.5 CPU s to compile at a first run, for a call the trajectory makes anyway
 @kernel(inline=True)
 def _mlp_gradient(theta, grad, model):
-    widths, out_act, x, y, block, work, partial, theta_g, grad_g, cast = model
+    widths, out_act, x, y, block, xt, work, partial, theta_g, grad_g, cast = model
     # one code path for both precisions (Numba types every branch): with ``cast`` false,
     # theta_g and grad_g are theta and grad themselves
     if cast:
         _copy_cast(theta, theta_g)
-    e = mlp.loss_and_grad(theta_g, (widths, out_act, x, y, block), work, partial, grad_g)
+    e = mlp.loss_and_grad(theta_g, (widths, out_act, x, y, block, xt), work, partial, grad_g)
     if cast:
         _copy_cast(grad_g, grad)
     return e, e
@@ -432,17 +434,17 @@ def _mlp_gradient(theta, grad, model):
 
 @kernel
 def _mlp_fused_ready(theta, model):
-    _, _, x, _, block, _, _, _, _, cast = model
+    _, _, x, _, block, _, _, _, _, _, cast = model
     return not cast and theta.itemsize == 8 and mlp.n_blocks(x.shape[0], block) == 1
 
 
 @kernel
 def _mlp_fused_kick(theta, p, step, model):
-    widths, out_act, x, y, _, work, _, theta_g, _, _ = model
+    widths, out_act, x, y, _, xt, work, _, theta_g, _, _ = model
     # what mlp.loss_and_kick does with one block of float64 data, without compiling that
     # kernel into this one; theta_g is theta here (not cast), and passing it keeps the float32
     # kernels' typing of this untaken path (where kick_block does nothing) in one dtype
-    _, e = mlp.kick_block(theta_g, widths, out_act, x, y, work, p, step)
+    _, e = mlp.kick_block(theta_g, (widths, out_act, x, y, xt), work, p, step)
     return e
 
 

@@ -75,15 +75,24 @@ from thermonet.kernels.hidden_units import (
     hidden_delta,
     hidden_units,
 )
-from thermonet.kernels.jit import compiled_backend, kernel
+from thermonet.kernels.jit import kernel
 from thermonet.kernels.losses import block_data_term
 from thermonet.kernels.matmul import blas
+from thermonet.kernels.mlp_layers import (
+    first_layer,
+    first_layer_transposed,
+    hidden_layer,
+    transposed_size,
+)
 
 
 class Net(NamedTuple):
     """A network and its data: the ``net`` of :func:`loss`, :func:`loss_and_grad`,
     :func:`loss_and_kick` and :mod:`thermonet.kernels.mlp_parallel`'s kernels. Kernels take it
-    as a plain tuple (``tuple(Net(...))``; thermonet.kernels.leapfrog says why)."""
+    as a plain tuple (``tuple(Net(...))``; thermonet.kernels.leapfrog says why). The tuple may
+    carry a sixth field, the inputs transposed block by block in their dtype
+    (:func:`thermonet.kernels.mlp_layers.transposed_blocks`) or an empty array: a narrow first
+    layer is then computed from them, with the same bits, faster."""
 
     #: int64 ``[n_in, h_1, ..., n_out]``
     widths: np.ndarray
@@ -97,21 +106,22 @@ class Net(NamedTuple):
     block: int
 
 
-# The forward products transpose the small weight matrices into scratch first with np.dot
-# (OpenBLAS is slower on (rows x k) (k x m)^T than on a plain product for these small k, m)
-# and thermonet's own products (which read the second operand row by row), and the first
-# layer's too with the own products; not with MKL. The backend is read when a kernel is typed
-# (thermonet.kernels.matmul.blas says why), so these choices are overloads.
+def block_rows_t(net, r0, r1):
+    """Rows ``r0:r1`` (a block) of ``net``'s transposed inputs if it carries them (a sixth
+    field), else an empty array."""
 
 
-def _transposes_first():
-    """Whether the first layer's weights are transposed into scratch (the own products)."""
+@overload(block_rows_t)
+def _block_rows_t_typed(net, r0, r1):
+    if len(net.types) > 5:
+        return lambda net, r0, r1: net[5][r0 * net[2].shape[1]:r1 * net[2].shape[1]]
+    return lambda net, r0, r1: no_rows_t(net[2])
 
 
-@overload(_transposes_first)
-def _transposes_first_typed():
-    first = compiled_backend() == "own"
-    return lambda: first
+@kernel
+def no_rows_t(x):
+    """The empty transposed block of inputs like ``x``."""
+    return np.empty(0, x.dtype)
 
 
 # n_params, fan_in and work_size are called from Python only (building a network), so they
@@ -140,7 +150,8 @@ def fan_in(widths, out):
 
 def work_size(widths, block):
     """Length of the scratch array one block of ``block`` rows needs: what the kernels'
-    offsets (:func:`_act_width`, :func:`_wt_size`, :func:`_widest`) add up to, or more."""
+    offsets (:func:`_act_width`, :func:`~thermonet.kernels.mlp_layers.transposed_size`,
+    :func:`_widest`) add up to, or more."""
     w = [int(v) for v in widths]
     outs = w[1:]
     act_width = sum(outs) + 2 * max(outs)
@@ -171,61 +182,9 @@ def _act_width(widths):
 
 
 @kernel
-def _wt_size(widths):
-    """Room for a transposed copy of the largest weight matrix that is transposed (above the
-    first layer; with the own products the first too)."""
-    m = 0
-    for layer in range(0 if _transposes_first() else 1, widths.shape[0] - 1):
-        m = max(m, widths[layer] * widths[layer + 1])
-    return m
-
-
-@kernel
 def n_blocks(n_data, block):
     """Number of blocks of at most ``block`` rows covering ``n_data`` rows (0 for no data)."""
     return (n_data + block - 1) // block
-
-
-@kernel
-def _transpose(w, wt):
-    """``wt[i, o] = w[o, i]``."""
-    for o in range(w.shape[0]):
-        for i in range(w.shape[1]):
-            wt[i, o] = w[o, i]
-
-
-def _first_layer(xb, w, work, t_off, z):
-    """``z = xb @ w.T``, resolved when a kernel is compiled: thermonet's own products take
-    ``w`` transposed into the scratch ``work[t_off:]`` first."""
-
-
-@overload(_first_layer)
-def _first_layer_typed(xb, w, work, t_off, z):
-    if compiled_backend() == "own" and xb.dtype in (types.float64, types.float32):
-        def own(xb, w, work, t_off, z):
-            n_out, n_in = w.shape
-            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-            _transpose(w, wt)
-            blas.gemm(False, False, xb, wt, z)
-        return own
-    return lambda xb, w, work, t_off, z: blas.gemm(False, True, xb, w, z)
-
-
-def _hidden_layer(a_prev, w, work, t_off, z):
-    """``z = a_prev @ w.T`` above the first layer, resolved when a kernel is compiled: with
-    ``np.dot`` and the own products ``w`` transposed into the scratch ``work[t_off:]`` first."""
-
-
-@overload(_hidden_layer)
-def _hidden_layer_typed(a_prev, w, work, t_off, z):
-    if compiled_backend() in ("numpy", "own"):
-        def small(a_prev, w, work, t_off, z):
-            n_out, n_in = w.shape
-            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-            _transpose(w, wt)
-            blas.gemm(False, False, a_prev, wt, z)
-        return small
-    return lambda a_prev, w, work, t_off, z: blas.gemm(False, True, a_prev, w, z)
 
 
 @kernel
@@ -240,14 +199,16 @@ def layer_views(theta, work, p_off, a_off, rows, n_in, n_out):
 
 
 @kernel
-def forward(theta, widths, out_act, xb, work):
+def forward(theta, widths, out_act, xb, xtb, work):
     """Forward pass of one block; returns the offset of the output activations in ``work``.
 
     Activations of layer ``l`` (after its non-linearity) are stored row-major in ``work``.
+    ``xtb``: the block's inputs transposed (:func:`block_rows_t`), or empty.
     """
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
     t_off = rows * _act_width(widths)
+    d_off = t_off - 2 * rows * _widest(widths)     # the delta buffers, free until backward
     p_off = 0
     a_off = 0
     prev_off = -1
@@ -255,11 +216,13 @@ def forward(theta, widths, out_act, xb, work):
         n_in = widths[layer]
         n_out = widths[layer + 1]
         w, b, z = layer_views(theta, work, p_off, a_off, rows, n_in, n_out)
-        if layer == 0:
-            _first_layer(xb, w, work, t_off, z)
+        if layer == 0 and xtb.shape[0] > 0:
+            first_layer_transposed(xtb, w, work[d_off:t_off], z)
+        elif layer == 0:
+            first_layer(xb, w, work, t_off, z)
         else:
             a_prev = work[prev_off:prev_off + rows * n_in].reshape((rows, n_in))
-            _hidden_layer(a_prev, w, work, t_off, z)
+            hidden_layer(a_prev, w, work, t_off, z)
         if layer < n_layers - 1:
             hidden_units(z, b, out_act)
         elif (out_act & OUTPUT_MASK) == LOGISTIC:
@@ -326,10 +289,10 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
     a plain ``True``/``False`` reaches Numba as a literal type, which compiles this function
     once per value (about 1.3 CPU s more of a cold start, docs/performance.md).
     """
-    widths, out_act, xb, yb, _ = net
+    widths, out_act, xb, yb, xtb = net
     rows = xb.shape[0]
     n_layers = widths.shape[0] - 1
-    out_off = forward(theta, widths, out_act, xb, work)
+    out_off = forward(theta, widths, out_act, xb, xtb, work)
     n_cls = widths[n_layers]
     widest = _widest(widths)
     d_off = rows * (_act_width(widths) - 2 * widest)      # past every layer's activations
@@ -342,7 +305,7 @@ def block_loss_and_grad(theta, net, work, grad, kicking, kick):
     # delta buffers at the end of ``work``. Each layer's bias gradient (the column sums of its
     # delta, rows in ascending order) is accumulated in the same pass that forms that delta.
     p_end = theta.shape[0]
-    acc_off = rows * _act_width(widths) + _wt_size(widths)
+    acc_off = rows * _act_width(widths) + transposed_size(widths)
     gb = work[acc_off:acc_off + n_cls] if kicking else grad[p_end - n_cls:p_end]
     _column_sums(delta, gb)
     if kicking:
@@ -401,7 +364,7 @@ def loss(theta, net, work):
     float
         The energy in nats; NaN or inf if the forward pass overflowed.
     """
-    widths, out_act, x, y, block = net
+    widths, out_act, x, y, block = net[0], net[1], net[2], net[3], net[4]
     n = x.shape[0]
     n_layers = widths.shape[0] - 1
     n_cls = widths[n_layers]
@@ -410,7 +373,7 @@ def loss(theta, net, work):
         r0 = blk * block
         r1 = min(n, r0 + block)
         rows = r1 - r0
-        out_off = forward(theta, widths, out_act, x[r0:r1], work)
+        out_off = forward(theta, widths, out_act, x[r0:r1], block_rows_t(net, r0, r1), work)
         logits = work[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
         e += _block_energy(logits, y[r0:r1])
     return e
@@ -423,38 +386,41 @@ def loss_and_grad(theta, net, work, partial, grad):
     ``grad`` (shape ``(n_params,)``) is overwritten with dE/dtheta; ``partial`` is scratch of
     shape ``(n_params,)``. Returns the energy (float64). Other arguments as in :func:`loss`.
     """
-    widths, out_act, x, y, block = net
+    widths, out_act, x, y, block = net[0], net[1], net[2], net[3], net[4]
     n = x.shape[0]
     nb = n_blocks(n, block)
     if nb == 0:
         grad[:] = 0.0
         return 0.0
-    e = block_loss_and_grad(theta, (widths, out_act, x[0:min(n, block)], y[0:min(n, block)],
-                                    block), work, grad, np.bool_(False), 0.0)
+    r1 = min(n, block)
+    e = block_loss_and_grad(theta, (widths, out_act, x[0:r1], y[0:r1],
+                                    block_rows_t(net, 0, r1)), work, grad, np.bool_(False), 0.0)
     for blk in range(1, nb):
         r0 = blk * block
         r1 = min(n, r0 + block)
-        e += block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1], block), work,
+        e += block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1],
+                                         block_rows_t(net, r0, r1)), work,
                                  partial, np.bool_(False), 0.0)
         for i in range(grad.shape[0]):
             grad[i] += partial[i]
     return e
 
 
-def kick_block(theta, widths, out_act, x, y, work, p, kick):
-    """``(True, energy)`` after the kick-mode block kernel when every array is float64, else
-    ``(False, 0.0)`` without doing anything (resolved at compile time, below)."""
+def kick_block(theta, block_net, work, p, kick):
+    """``(True, energy)`` after the kick-mode block kernel on ``block_net`` (a block's net, as
+    :func:`block_loss_and_grad` takes it) when every array is float64, else ``(False, 0.0)``
+    without doing anything (resolved at compile time, below)."""
     raise NotImplementedError("only callable from compiled code")
 
 
 @overload(kick_block, jit_options={"nogil": True})
-def _kick_block_typed(theta, widths, out_act, x, y, work, p, kick):
+def _kick_block_typed(theta, block_net, work, p, kick):
+    x = block_net.types[2]
     if all(getattr(a, "dtype", None) == types.float64 for a in (theta, x, work, p)):
-        def impl(theta, widths, out_act, x, y, work, p, kick):
-            return True, block_loss_and_grad(theta, (widths, out_act, x, y, x.shape[0]), work,
-                                              p, np.bool_(True), kick)
+        def impl(theta, block_net, work, p, kick):
+            return True, block_loss_and_grad(theta, block_net, work, p, np.bool_(True), kick)
     else:
-        def impl(theta, widths, out_act, x, y, work, p, kick):
+        def impl(theta, block_net, work, p, kick):
             return False, 0.0
     return impl
 
@@ -470,10 +436,11 @@ def loss_and_kick(theta, net, work, partial, grad, p, kick):
     products (bitwise equal with the ``np.dot`` backend). Returns the energy, bitwise that of
     :func:`loss_and_grad`.
     """
-    widths, out_act, x, y, block = net
+    widths, out_act, x, y, block = net[0], net[1], net[2], net[3], net[4]
     n = x.shape[0]
     if n_blocks(n, block) == 1:
-        done, e = kick_block(theta, widths, out_act, x, y, work, p, kick)
+        done, e = kick_block(theta, (widths, out_act, x, y, block_rows_t(net, 0, n)), work, p,
+                             kick)
         if done:
             return e
     e = loss_and_grad(theta, net, work, partial, grad)
@@ -491,7 +458,7 @@ def predict_logits(theta, widths, out_act, x, block, work, logits_out):
         r0 = blk * block
         r1 = min(n, r0 + block)
         rows = r1 - r0
-        out_off = forward(theta, widths, out_act, x[r0:r1], work)
+        out_off = forward(theta, widths, out_act, x[r0:r1], no_rows_t(x), work)
         logits = work[out_off:out_off + rows * n_cls].reshape((rows, n_cls))
         for r in range(rows):
             for c in range(n_cls):

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from thermonet.kernels.jit import kernel
-from thermonet.kernels.mlp import block_loss_and_grad, loss, loss_and_grad, n_blocks
+from thermonet.kernels.mlp import block_loss_and_grad, block_rows_t, loss, loss_and_grad, n_blocks
 
 #: below this many partial-gradient entries (n_blocks * n_params) the ordered reduction of
 #: :func:`loss_and_grad_parallel` runs on one thread (a second parallel region costs more)
@@ -33,7 +33,7 @@ def loss_and_grad_parallel(theta, net, n_slots, work_s, partial_b, grad):
     many). So the result is bitwise identical to the serial kernel's for any ``n_slots`` and
     any thread count.
     """
-    widths, out_act, x, y, block = net
+    widths, out_act, x, y, block = net[0], net[1], net[2], net[3], net[4]
     n = x.shape[0]
     nb = n_blocks(n, block)
     n_p = grad.shape[0]
@@ -50,11 +50,12 @@ def loss_and_grad_parallel(theta, net, n_slots, work_s, partial_b, grad):
             r1 = min(n, r0 + block)
             if blk == 0:
                 e_b[0] = block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1],
-                                                      block), work_s[s], grad, np.bool_(False),
-                                              0.0)
+                                                      block_rows_t(net, r0, r1)), work_s[s],
+                                              grad, np.bool_(False), 0.0)
             else:
                 e_b[blk] = block_loss_and_grad(theta, (widths, out_act, x[r0:r1], y[r0:r1],
-                                                        block), work_s[s], partial_b[blk],
+                                                        block_rows_t(net, r0, r1)), work_s[s],
+                                                partial_b[blk],
                                                 np.bool_(False), 0.0)
                 if s == 0:
                     for i in range(n_p):
