@@ -49,7 +49,8 @@ The matrix products go through :func:`thermonet.kernels.matmul.blas.gemm`: Intel
 (SciPy's OpenBLAS) or thermonet's own register-blocked products, whichever was measured fastest
 here, in layouts each handles well (with OpenBLAS the small weight matrices above the first
 layer are transposed into scratch for the forward products, with thermonet's own products
-every layer's are). Everything else is written so that LLVM vectorises it:
+every layer's are; a narrow first layer is computed from the inputs transposed:
+:mod:`thermonet.kernels.mlp_layers`). Everything else is written so that LLVM vectorises it:
 the logistic units are one rational step each, :func:`thermonet.kernels.elementwise.logistic`
 (float64) and :func:`logistic32` (float32 kernels), instead of the scalar libm ``math.exp`` (no SVML
 here), and the softmax takes its exponentials in one flat loop. Parallel kernels leave BLAS
@@ -274,9 +275,9 @@ def _column_sums(delta, gb):
 
 @kernel
 def block_loss_and_grad(theta, net, work, grad, kicking, kick):
-    """Energy of one block (``net``'s ``x`` and ``y`` are the block's rows; its ``block`` is
-    unused) and its gradient written (not added) to ``grad``, with ``kicking`` false (``kick``
-    is then unused).
+    """Energy of one block (``net = (widths, out_act, xb, yb, xtb)``: the block's rows and
+    their transpose, :func:`block_rows_t`) and its gradient written (not added) to ``grad``,
+    with ``kicking`` false (``kick`` is then unused).
 
     With ``kicking`` true (float64 only) ``grad`` is instead the momentum vector ``p`` and
     receives ``p -= kick * gradient`` directly: the weight gradients are accumulated into ``p``
