@@ -119,10 +119,16 @@ def _block_rows_t_typed(net, r0, r1):
     return lambda net, r0, r1: no_rows_t(net[2])
 
 
-@kernel
 def no_rows_t(x):
-    """The empty transposed block of inputs like ``x``."""
-    return np.empty(0, x.dtype)
+    """The empty transposed block of inputs like ``x``: a view of no elements of a C-contiguous
+    ``x`` (no allocation per block), else a new empty array; 1-D C-contiguous either way."""
+
+
+@overload(no_rows_t)
+def _no_rows_t_typed(x):
+    if x.layout == "C":
+        return lambda x: x.reshape(x.size)[:0]
+    return lambda x: np.empty(0, x.dtype)
 
 
 # n_params, fan_in and work_size are called from Python only (building a network), so they

@@ -56,6 +56,16 @@ def transpose(w, wt):
             wt[i, o] = w[o, i]
 
 
+@kernel
+def product_wt(a, w, work, t_off, z):
+    """``z = a @ w.T`` with ``w`` transposed into the scratch ``work[t_off:]`` first (the own
+    products read their second operand row by row)."""
+    n_out, n_in = w.shape
+    wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
+    transpose(w, wt)
+    blas.gemm(False, False, a, wt, z)
+
+
 def first_layer(xb, w, work, t_off, z):
     """``z = xb @ w.T``, resolved when a kernel is compiled: thermonet's own products take
     ``w`` transposed into the scratch ``work[t_off:]`` first."""
@@ -64,12 +74,7 @@ def first_layer(xb, w, work, t_off, z):
 @overload(first_layer)
 def _first_layer_typed(xb, w, work, t_off, z):
     if compiled_backend() == "own" and xb.dtype in (types.float64, types.float32):
-        def own(xb, w, work, t_off, z):
-            n_out, n_in = w.shape
-            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-            transpose(w, wt)
-            blas.gemm(False, False, xb, wt, z)
-        return own
+        return lambda xb, w, work, t_off, z: product_wt(xb, w, work, t_off, z)
     return lambda xb, w, work, t_off, z: blas.gemm(False, True, xb, w, z)
 
 
@@ -93,12 +98,7 @@ def hidden_layer(a_prev, w, work, t_off, z):
 @overload(hidden_layer)
 def _hidden_layer_typed(a_prev, w, work, t_off, z):
     if compiled_backend() in ("numpy", "own"):
-        def small(a_prev, w, work, t_off, z):
-            n_out, n_in = w.shape
-            wt = work[t_off:t_off + n_in * n_out].reshape((n_in, n_out))
-            transpose(w, wt)
-            blas.gemm(False, False, a_prev, wt, z)
-        return small
+        return lambda a_prev, w, work, t_off, z: product_wt(a_prev, w, work, t_off, z)
     return lambda a_prev, w, work, t_off, z: blas.gemm(False, True, a_prev, w, z)
 
 
@@ -127,5 +127,5 @@ def transposed_blocks(x: np.ndarray, block: int) -> np.ndarray:
     return out
 
 
-__all__ = ["first_layer", "first_layer_transposed", "hidden_layer", "transpose",
+__all__ = ["first_layer", "first_layer_transposed", "hidden_layer", "product_wt", "transpose",
            "transposed_blocks", "transposed_size", "transposes_data"]
