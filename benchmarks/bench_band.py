@@ -34,7 +34,7 @@ from harness import cpu_model, vector_flags, versions
 import thermonet as tn
 from thermonet.kernels import threads
 from thermonet.registry import get_architecture
-from thermonet.stats import autocorrelation
+from thermonet.stats import autocorrelation, integrated_autocorrelation_time
 from thermonet.tempering.warmup import mass_estimate
 
 ROUND = 60          # gradients in one swap round of the quickstart (4 trajectories of L = 15)
@@ -82,13 +82,10 @@ def relax(args: argparse.Namespace) -> tuple[np.ndarray, float, np.ndarray, list
 
 
 def tau_with_error(x: np.ndarray, c: float = 5.0) -> tuple[float, float]:
-    """Sokal's windowed integrated autocorrelation time and its error."""
-    rho = autocorrelation(x)
-    taus = 2.0 * np.cumsum(rho) - 1.0
-    ok = np.arange(len(taus)) >= c * taus
-    m = int(np.argmax(ok)) if ok.any() else len(taus) - 1
-    tau = max(float(taus[m]), 1.0)
-    return tau, tau * math.sqrt(2.0 * (2 * m + 1) / len(x))
+    """Sokal's windowed integrated autocorrelation time (:mod:`thermonet.stats`) and its
+    error ``tau sqrt(2(2M + 1)/N)``, the window M being the first lag at or past ``c tau``."""
+    tau = integrated_autocorrelation_time(x, c)
+    return tau, tau * math.sqrt(2.0 * (2 * math.ceil(c * tau) + 1) / len(x))
 
 
 def measure(job: tuple[argparse.Namespace, np.ndarray, float, np.ndarray, int, float, int]
