@@ -113,7 +113,36 @@ def measure(job: tuple[argparse.Namespace, np.ndarray, float, np.ndarray, int, f
     per_transition = g[-1] / len(e)
     return {"accept": n_accepted / len(e), "rho1": float(rho[1]), "rho5": float(rho[5]),
             "tau": tau * per_transition, "err": err * per_transition,
-            "mean": float(e.mean()), "sd": float(e.std()), "seconds": time.perf_counter() - t0}
+            "mean": float(e.mean()), "sd": float(e.std()), "seconds": time.perf_counter() - t0,
+            "energy": e, "gradients": g}
+
+
+def plot(png: str, files: list[str], max_lag: float = 3e4) -> None:
+    """The energy's autocorrelation against the lag in gradients, one line per saved move."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for f in files:
+        z = np.load(f)
+        for key in sorted(k for k in z.files if k.startswith("energy_")):
+            move = key[len("energy_"):]
+            e, g = z[key], z[f"gradients_{move}"]
+            step = g[-1] / len(e)                     # mean gradients per transition
+            n = min(len(e) - 1, int(max_lag / step))
+            lags = np.arange(n) * step
+            ax.plot(lags, autocorrelation(e)[:n],
+                    label=f"T = {float(z['temperature']):g}, L:jitter {move.replace('_', ':')}")
+    ax.axhline(0.0, color="grey", lw=0.5)
+    ax.set_xlabel("lag, gradients")
+    ax.set_ylabel("autocorrelation of the energy")
+    ax.set_title(f"{z['arch']} on {z['data']}, one rung alone (no swaps)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    print(f"wrote {png}")
 
 
 def main() -> None:
@@ -128,7 +157,14 @@ def main() -> None:
     ap.add_argument("--moves", nargs="+", default=["15:0", "5:0", "30:0", "60:1"],
                     help="L:jitter (n_leapfrog, n_leapfrog_jitter); the first is the baseline")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", help="save each move's energies and gradient counts (.npz)")
+    ap.add_argument("--plot", nargs="+", metavar=("PNG", "NPZ"),
+                    help="draw the energy autocorrelation of the moves saved in NPZ files "
+                         "against the lag in gradients, and run nothing")
     args = ap.parse_args()
+    if args.plot:
+        plot(args.plot[0], args.plot[1:])
+        return
     v = versions()
     print(f"machine : {cpu_model()} ({vector_flags()}); python {v['python']}, numpy "
           f"{v['numpy']}, numba {v['numba']}")
@@ -150,6 +186,13 @@ def main() -> None:
         print(f"{n:>5}:{j:<3g} {r['accept']:7.3f} {r['rho1']:8.3f} {r['rho5']:9.3f} "
               f"{r['tau']:10.0f} ± {r['err']:<5.0f} {r['tau'] / base:8.2f} "
               f"{r['mean']:7.1f} ± {r['sd']:<5.1f} {r['seconds']:5.0f}")
+    if args.out:
+        series = {}
+        for (n, j), r in zip(moves, results, strict=True):
+            series[f"energy_{n}_{j:g}"] = r["energy"]
+            series[f"gradients_{n}_{j:g}"] = r["gradients"]
+        np.savez(args.out, temperature=args.temperature, arch=args.arch, data=args.data,
+                 seed=args.seed, **series)
     hw = prior.half_width
     print("\nmean (w / half-width)^2 of the relaxed state, "
           f"{np.mean((theta / hw) ** 2):.3f} overall (1/3 when uniform in the box)")
