@@ -16,9 +16,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import numba
 import numpy as np
-from harness import calibrate, cpu_model, timed_loop, vector_flags, versions
+from harness import calibrate, cpu_model, gradient_loop, timed_loop, vector_flags, versions
 
 
 def main() -> int:
@@ -38,12 +37,7 @@ def main() -> int:
     print(f"machine : {cpu_model()} [{vector_flags()}]; python {v['python']}, "
           f"numpy {v['numpy']}, numba {v['numba']}; products: {blas.BACKEND}")
 
-    @numba.njit(nogil=True)
-    def grads(theta, net, work, partial, grad, n):
-        e = 0.0
-        for _ in range(n):
-            e += k.loss_and_grad(theta, net, work, partial, grad)
-        return e
+    grads = gradient_loop()
 
     d50 = tn.load_data("D50").train
     rng = np.random.default_rng(0)

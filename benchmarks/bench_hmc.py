@@ -83,7 +83,17 @@ import sys
 import tempfile
 import time
 
-from harness import WIDTHS, calibrate, cpu_model, fmt, limit_blas, make_data, timed_loop, versions
+from harness import (
+    WIDTHS,
+    calibrate,
+    cpu_model,
+    fmt,
+    gradient_loop,
+    limit_blas,
+    make_data,
+    timed_loop,
+    versions,
+)
 
 SIZES = (50, 500, 5000)
 L_STEPS = 100
@@ -161,13 +171,7 @@ def setup_thermonet(args):
 
     numba.set_num_threads(1)
 
-    @numba.njit(nogil=True)
-    def grad_loop(theta, net, work, partial, grad, n_steps):
-        """``n_steps`` calls of the gradient kernel from compiled code (no Python)."""
-        e = 0.0
-        for _ in range(n_steps):
-            e += km.loss_and_grad(theta, net, work, partial, grad)
-        return e
+    grad_loop = gradient_loop()   # n calls of the gradient kernel from compiled code
 
     arch = M3()
     prior = BoxPrior.for_architecture(arch)

@@ -1,11 +1,12 @@
 """What the benchmark scripts share: timing loops, machine load, test data, machine facts.
 
-Imported by bench_mlp.py, bench_hmc.py and bench_ti.py (run as scripts from any directory:
+Imported by the bench_*.py scripts (run as scripts from any directory:
 ``python benchmarks/bench_mlp.py``; Python puts this folder on the path).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import os
@@ -160,3 +161,23 @@ def versions() -> dict:
 def fmt(v, spec):
     """``v`` formatted with ``spec``, or ``-`` for None."""
     return "-" if v is None else format(v, spec)
+
+
+@functools.cache
+def gradient_loop():
+    """A compiled ``loop(theta, net, work, partial, grad, n)``: ``n`` calls of the MLP
+    gradient kernel (:func:`thermonet.kernels.mlp.loss_and_grad`) without returning to Python,
+    and the sum of their energies. Built on first use, so importing the harness compiles
+    nothing."""
+    import numba
+
+    from thermonet.kernels import mlp
+
+    @numba.njit(nogil=True)
+    def loop(theta, net, work, partial, grad, n):
+        e = 0.0
+        for _ in range(n):
+            e += mlp.loss_and_grad(theta, net, work, partial, grad)
+        return e
+
+    return loop
