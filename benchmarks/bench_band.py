@@ -40,10 +40,15 @@ from thermonet.tempering.warmup import mass_estimate
 ROUND = 60          # gradients in one swap round of the quickstart (4 trajectories of L = 15)
 
 
+def architecture(args: argparse.Namespace) -> Any:
+    """``--arch``: a registered architecture, or 'small' for 256-12-10."""
+    return (get_architecture("mlp", hidden=[12]) if args.arch == "small"
+            else get_architecture(args.arch))
+
+
 def build(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The architecture, its box prior and its potential on the training set."""
-    arch = (get_architecture("mlp", hidden=[12]) if args.arch == "small"
-            else get_architecture(args.arch))
+    arch = architecture(args)
     prior = tn.BoxPrior.for_architecture(arch)
     return arch, prior, arch.potential(tn.load_data(args.data).train)
 
@@ -171,7 +176,6 @@ def main() -> None:
     print(f"{args.arch} on {args.data} at T = {args.temperature}; relaxing "
           f"{args.burn} transitions of L = 15 from a prior draw (seed {args.seed})", flush=True)
     theta, dt, masses, eighths = relax(args)
-    _, prior, _ = build(args)
     print(f"relaxed: dt {dt:.4g}; E over the eighths of the relaxation "
           f"{', '.join(f'{v:.1f}' for v in eighths)}")
     moves = [(int(m.split(":")[0]), float(m.split(":")[1])) for m in args.moves]
@@ -193,7 +197,7 @@ def main() -> None:
             series[f"gradients_{n}_{j:g}"] = r["gradients"]
         np.savez(args.out, temperature=args.temperature, arch=args.arch, data=args.data,
                  seed=args.seed, **series)
-    hw = prior.half_width
+    hw = tn.BoxPrior.for_architecture(architecture(args)).half_width
     print("\nmean (w / half-width)^2 of the relaxed state, "
           f"{np.mean((theta / hw) ** 2):.3f} overall (1/3 when uniform in the box)")
 
